@@ -1,0 +1,78 @@
+"""BlockPool: the physical blocks of a paged KV cache, a free queue and a reference count per block.
+
+The shape of vLLM's `vllm/v1/core/block_pool.py` without the prefix cache (see `block_manager.py`):
+blocks are handed out from the FRONT of the free queue and a block whose last reference is dropped goes
+to its END, so the most recently freed blocks are reused last (they may still be worth a prefix hit).
+"""
+from __future__ import annotations
+
+from collections import deque
+
+
+class BlockPool:
+    """`num_blocks` physical blocks with ids 0..num_blocks-1, all free at the start."""
+
+    def __init__(self, num_blocks: int):
+        if isinstance(num_blocks, bool) or not isinstance(num_blocks, int) or num_blocks < 0:
+            raise ValueError(f"num_blocks: expected an int >= 0, got {num_blocks!r}")
+        self.num_blocks = num_blocks
+        self.free_block_ids: deque[int] = deque(range(num_blocks))
+        self.ref_counts: list[int] = [0] * num_blocks
+
+    def num_free(self) -> int:
+        return len(self.free_block_ids)
+
+    def ref_count(self, block: int) -> int:
+        self._check_id(block)
+        return self.ref_counts[block]
+
+    def allocate(self, n: int) -> list[int] | None:
+        """Take n blocks from the front of the free queue, each with one reference.
+
+        Returns None, and changes nothing, when fewer than n blocks are free.
+        """
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError(f"n: expected an int >= 0, got {n!r}")
+        if n > len(self.free_block_ids):
+            return None
+        blocks = [self.free_block_ids.popleft() for _ in range(n)]
+        for b in blocks:
+            self.ref_counts[b] = 1
+        return blocks
+
+    def free(self, blocks: list[int]) -> None:
+        """Drop one reference to each block; a block reaching 0 goes to the END of the free queue.
+
+        Freeing a block that is already free raises ValueError; the check runs before anything changes,
+        counting repeats in `blocks` (freeing [5, 5] needs two references to block 5).
+        """
+        blocks = list(blocks)
+        for b in blocks:
+            self._check_id(b)
+        for b in set(blocks):
+            if blocks.count(b) > self.ref_counts[b]:
+                raise ValueError(
+                    f"free: block {b} has {self.ref_counts[b]} reference(s), asked to drop {blocks.count(b)}"
+                    " (double free?)"
+                )
+        for b in blocks:
+            self.ref_counts[b] -= 1
+            if self.ref_counts[b] == 0:
+                self.free_block_ids.append(b)
+
+    def fork(self, block_table: list[int]) -> list[int]:
+        """A new table with the same blocks, each gaining one reference (a child sequence shares them)."""
+        for b in block_table:
+            self._check_id(b)
+            if self.ref_counts[b] == 0:
+                raise ValueError(f"fork: block {b} is free, a table can only hold allocated blocks")
+        for b in block_table:
+            self.ref_counts[b] += 1
+        return list(block_table)
+
+    def _check_id(self, block: int) -> None:
+        if isinstance(block, bool) or not isinstance(block, int) or not 0 <= block < self.num_blocks:
+            raise ValueError(f"block id: expected an int in [0, {self.num_blocks}), got {block!r}")
+
+    def __repr__(self) -> str:
+        return f"BlockPool(num_blocks={self.num_blocks}, num_free={self.num_free()})"

@@ -1,0 +1,161 @@
+"""BlockManager prefix caching: chained hashes, full blocks only, token check, the hit cap, stale entries."""
+import random
+
+import numpy as np
+import pytest
+import xxhash
+
+from pagedkv_lib import BlockManager, Sequence
+
+
+def seq_of(tokens, bs=4):
+    return Sequence(list(tokens), bs)
+
+
+def test_hash_is_xxh64_chained_over_the_parent_hash():
+    h0 = BlockManager.compute_hash([1, 2, 3, 4])
+    assert h0 == xxhash.xxh64(np.array([1, 2, 3, 4], dtype=np.int64).tobytes()).intdigest()
+    h1 = BlockManager.compute_hash([5, 6, 7, 8], h0)
+    manual = xxhash.xxh64(h0.to_bytes(8, "little") + np.array([5, 6, 7, 8], dtype=np.int64).tobytes())
+    assert h1 == manual.intdigest() and h1 != BlockManager.compute_hash([5, 6, 7, 8])
+
+
+def test_shared_prefix_hits_full_blocks_only_and_shares_them():
+    bm = BlockManager(10, 4)
+    a, b = seq_of(range(10)), seq_of(list(range(9)) + [99])
+    bm.allocate(a)
+    bm.allocate(b)
+    assert b.num_cached_tokens == 8 and b.block_table[:2] == a.block_table[:2]
+    assert b.block_table[2] != a.block_table[2]                      # partial block: never shared
+    assert [bm.blocks[i].ref_count for i in a.block_table] == [2, 2, 1]
+    assert bm.blocks[a.block_table[2]].hash == -1
+
+
+def test_a_full_prompt_hit_leaves_one_token_to_compute():
+    bm = BlockManager(10, 4)
+    a = seq_of(range(8))
+    bm.allocate(a)
+    b = seq_of(range(8))
+    bm.allocate(b)
+    assert b.num_cached_tokens == 4 and b.num_tokens - b.num_cached_tokens >= 1
+
+
+def test_a_hit_also_compares_token_ids():
+    bm = BlockManager(10, 4)
+    a = seq_of(range(6))
+    bm.allocate(a)
+    h = BlockManager.compute_hash([9, 9, 9, 9])
+    bm.hash_to_block_id[h] = a.block_table[0]                       # pretend [9,9,9,9] collides
+    b = seq_of([9, 9, 9, 9, 1])
+    bm.allocate(b)
+    assert b.num_cached_tokens == 0 and b.block_table[0] != a.block_table[0]
+
+
+def test_freed_blocks_stay_hits_until_reused():
+    bm = BlockManager(4, 4)
+    a = seq_of([1, 1, 1, 1, 7, 7, 7, 7, 0])
+    bm.allocate(a)
+    first = a.block_table[0]
+    bm.deallocate(a)
+    again = seq_of([1, 1, 1, 1, 5])
+    bm.allocate(again)
+    assert again.num_cached_tokens == 4 and again.block_table[0] == first
+
+
+def test_reuse_drops_the_stale_hash_entry():
+    """nano-vllm #163: block 1 is reused for the same tokens X after ANOTHER prefix; P1 + X must miss."""
+    bm = BlockManager(3, 4)
+    p1, p2, x = [1, 1, 1, 1], [2, 2, 2, 2], [7, 7, 7, 7]
+    a = seq_of(p1 + x)
+    bm.allocate(a)
+    assert a.block_table == [0, 1]
+    bm.deallocate(a)
+    c = seq_of(p2 + x)
+    bm.allocate(c)
+    assert c.block_table == [2, 1]                                 # block 1 now holds X after P2
+    bm.deallocate(c)
+    d = seq_of(p1 + x + [3])
+    bm.allocate(d)
+    assert d.num_cached_tokens == 4 and d.block_table[0] == 0
+    for h, block_id in bm.hash_to_block_id.items():
+        assert bm.blocks[block_id].hash == h
+
+
+def test_deallocate_frees_in_reverse_and_keeps_hashes():
+    bm = BlockManager(6, 4)
+    a = seq_of(range(12))
+    bm.allocate(a)
+    table = list(a.block_table)
+    bm.deallocate(a)
+    assert list(bm.free_block_ids)[-3:] == table[::-1] and a.block_table == []
+    assert all(bm.blocks[b].hash != -1 for b in table[:2])
+
+
+def test_can_allocate_counts_hits_on_running_blocks_as_free():
+    bm = BlockManager(4, 4)
+    a = seq_of(range(13))                 # 4 blocks, pool full
+    bm.allocate(a)
+    assert bm.num_free_blocks == 0
+    assert not bm.can_allocate(seq_of(range(100, 105)))
+    b = seq_of(range(9))                  # 2 hits on used blocks + 1 new block: still needs one
+    assert not bm.can_allocate(b)
+    bm.deallocate(a)
+    assert bm.can_allocate(b)
+
+
+@pytest.mark.parametrize("block_size", [1, 2, 4])
+def test_may_append_adds_a_block_when_needed_and_hashes_full_blocks(block_size):
+    bm = BlockManager(40, block_size)
+    seq = Sequence([3], block_size)
+    bm.allocate(seq)
+    for t in range(4 * block_size + 1):
+        seq.append_token(10 + t)
+        assert bm.can_append(seq)
+        bm.may_append(seq)
+        assert len(seq.block_table) == seq.num_blocks
+        full = seq.num_tokens // block_size
+        h = -1
+        for i in range(full):
+            h = BlockManager.compute_hash(seq.block(i), h)
+            assert bm.blocks[seq.block_table[i]].hash == h
+
+
+def test_random_workload_keeps_refs_consistent_and_ends_all_free():
+    rng = random.Random(0)
+    bm = BlockManager(24, 4)
+    prefixes = [[rng.randrange(50) for _ in range(rng.randint(0, 12))] for _ in range(4)]
+    live = []
+    for _ in range(400):
+        if live and rng.random() < 0.35:
+            bm.deallocate(live.pop(rng.randrange(len(live))))
+        elif live and rng.random() < 0.5:
+            seq = rng.choice(live)
+            seq.append_token(rng.randrange(50))
+            if bm.can_append(seq):
+                bm.may_append(seq)
+            else:
+                seq.token_ids.pop()
+        else:
+            seq = seq_of(rng.choice(prefixes) + [rng.randrange(50) for _ in range(rng.randint(1, 6))])
+            if bm.can_allocate(seq):
+                bm.allocate(seq)
+                live.append(seq)
+        holders = [b for s in live for b in s.block_table]
+        assert [holders.count(b.block_id) for b in bm.blocks] == [b.ref_count for b in bm.blocks]
+        assert sorted(bm.free_block_ids) == [b.block_id for b in bm.blocks if b.ref_count == 0]
+        for s in live:                    # every cached block really holds the sequence's tokens
+            for i in range(s.num_cached_blocks):
+                assert bm.blocks[s.block_table[i]].token_ids == s.block(i)
+    for s in live:
+        bm.deallocate(s)
+    assert bm.num_free_blocks == 24 and not bm.used_block_ids
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="block_size"):
+        BlockManager(4, 0)
+    bm = BlockManager(4, 4)
+    s = seq_of([1, 2])
+    bm.allocate(s)
+    with pytest.raises(ValueError, match="already has a block table"):
+        bm.allocate(s)

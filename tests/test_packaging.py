@@ -1,0 +1,38 @@
+"""pyproject.toml, environment.yml, the Makefile and .ci/run stay in step with each other and the README."""
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+tomllib = pytest.importorskip("tomllib") if sys.version_info >= (3, 11) else pytest.importorskip("tomli")
+
+
+def pyproject():
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+def test_environment_yml_installs_this_package_with_dev_and_a_supported_python():
+    env = (ROOT / "environment.yml").read_text()
+    assert re.search(r"^\s*- -e \.\[dev\]\s*$", env, re.M), "environment.yml must pip-install `-e .[dev]`"
+    py = re.search(r"^\s*- python=(\d+)\.(\d+)", env, re.M)
+    low = re.search(r">=(\d+)\.(\d+)", pyproject()["project"]["requires-python"])
+    assert py and tuple(map(int, py.groups())) >= tuple(map(int, low.groups()))
+
+
+def test_dependencies_are_ranges_and_dev_has_the_test_tools():
+    deps = pyproject()["project"]["dependencies"]
+    assert not [d for d in deps if "==" in d], "runtime dependencies must be ranges, not pins"
+    names = {re.split(r"[<>=;\[ ]", d)[0].lower() for d in deps}
+    assert {"torch", "numpy", "matplotlib", "ipywidgets", "xxhash", "jupyterlab", "triton"} <= names
+    dev = {re.split(r"[<>=;\[ ]", d)[0].lower() for d in pyproject()["project"]["optional-dependencies"]["dev"]}
+    assert {"pytest", "nbval", "nbclient", "ruff"} <= dev
+
+
+def test_readme_commands_exist_in_the_makefile_and_ci_runs_the_test_command():
+    readme = (ROOT / "README.md").read_text()
+    make = (ROOT / "Makefile").read_text()
+    for target in ("lab", "test"):
+        assert f"make {target}" in readme and re.search(rf"^{target}:", make, re.M)
+    assert "make test" in (ROOT / ".ci" / "run").read_text()
