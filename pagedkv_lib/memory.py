@@ -1,0 +1,71 @@
+"""KV memory arithmetic: bytes per token, and how many requests fit a budget paged vs reserved.
+
+Symbols: `kv_bytes_per_token`, `paged_concurrency`, `reserved_concurrency`, `ModelShape`, `MODELS`,
+`KiB`, `MiB`, `GiB`, `GB`.
+
+Every token of every layer stores one key and one value vector per KV head, hence
+    bytes per token = 2 x num_layers x num_kv_heads x head_dim x dtype_bytes.
+A system that reserves `max_len` slots per request pays for them whether or not the request uses them;
+a paged cache (the PagedAttention paper, Kwon et al., SOSP 2023) pays for ceil(context / block_size)
+blocks only. Exercise 121 grades these three functions.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .validation import check_positive_int
+
+KiB = 2**10
+MiB = 2**20
+GiB = 2**30
+GB = 10**9  # an "80 GB" A100/H100 has 80 GiB of HBM; the course's 342-vs-31 figure is in GiB
+
+
+def kv_bytes_per_token(num_layers: int, num_kv_heads: int, head_dim: int, dtype_bytes: int) -> int:
+    """2 (K and V) x layers x KV heads x head_dim x bytes per element."""
+    for name, value in (("num_layers", num_layers), ("num_kv_heads", num_kv_heads),
+                        ("head_dim", head_dim), ("dtype_bytes", dtype_bytes)):
+        check_positive_int(name, value)
+    return 2 * num_layers * num_kv_heads * head_dim * dtype_bytes
+
+
+def paged_concurrency(budget_bytes: int, context_len: int, block_size: int, bytes_per_token: int) -> int:
+    """Requests of `context_len` tokens that fit when each holds ceil(context_len / block_size) blocks."""
+    for name, value in (("budget_bytes", budget_bytes), ("context_len", context_len),
+                        ("block_size", block_size), ("bytes_per_token", bytes_per_token)):
+        check_positive_int(name, value)
+    num_blocks = -(-context_len // block_size)
+    return budget_bytes // (num_blocks * block_size * bytes_per_token)
+
+
+def reserved_concurrency(budget_bytes: int, max_len: int, bytes_per_token: int) -> int:
+    """Requests that fit when each reserves `max_len` token slots up front (pre-vLLM systems)."""
+    for name, value in (("budget_bytes", budget_bytes), ("max_len", max_len),
+                        ("bytes_per_token", bytes_per_token)):
+        check_positive_int(name, value)
+    return budget_bytes // (max_len * bytes_per_token)
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """The KV-relevant shape of a model, as in its Hugging Face `config.json`."""
+
+    name: str
+    num_layers: int    # num_hidden_layers
+    num_kv_heads: int  # num_key_value_heads (GQA: fewer than the query heads)
+    head_dim: int
+    dtype_bytes: int   # 2 for fp16 / bf16
+
+    @property
+    def bytes_per_token(self) -> int:
+        return kv_bytes_per_token(self.num_layers, self.num_kv_heads, self.head_dim, self.dtype_bytes)
+
+
+MODELS: dict[str, ModelShape] = {
+    m.name: m
+    for m in (
+        ModelShape("LLaMA-2-7B", num_layers=32, num_kv_heads=32, head_dim=128, dtype_bytes=2),  # fp16, MHA
+        ModelShape("Qwen3-0.6B", num_layers=28, num_kv_heads=8, head_dim=128, dtype_bytes=2),   # bf16, GQA
+        ModelShape("Qwen2.5-7B", num_layers=28, num_kv_heads=4, head_dim=128, dtype_bytes=2),   # bf16, GQA
+    )
+}
