@@ -1,0 +1,31 @@
+"""Triton kernels of the course, each beside its PyTorch reference in `pagedkv_lib`.
+
+    store_kvcache_triton           (pagedkv_lib.kernels.store_kvcache; reference pagedkv_lib.store_kvcache)
+    paged_attention_decode_triton  (pagedkv_lib.kernels.decode_attention; reference
+                                    pagedkv_lib.attention.paged_attention_decode)
+
+Importing this package picks the backend first (`backend.configure()`: CUDA if present, else Triton's
+interpreter, which must be chosen before any kernel is decorated); `backend.describe()` says which. The
+kernels are imported on first use, so `backend` works even where triton is not installed.
+"""
+from __future__ import annotations
+
+import importlib
+
+from . import backend
+
+backend.configure()
+
+_KERNELS = {
+    "store_kvcache_triton": "store_kvcache",
+    "paged_attention_decode_triton": "decode_attention",
+}
+__all__ = ["backend", *_KERNELS]
+
+
+def __getattr__(name: str):
+    if name in _KERNELS:
+        backend.require_triton()
+        module = importlib.import_module(f".{_KERNELS[name]}", __name__)
+        return getattr(module, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,93 @@
+"""store_kvcache in Triton: one program per token copies its K and V rows into the paged cache.
+
+Symbols: T = tokens this step, H_kv = KV heads, D = head_dim, N = num_blocks, S = block_size.
+The kernel is nano-vllm's `store_kvcache_kernel` (`nanovllm/layers/attention.py`) with two additions: a row
+of H_kv * D elements need not be a power of two (the tile is padded and masked), and any float dtype works.
+A slot of -1 (a padded token, e.g. a CUDA-graph bucket filler) is skipped, as in vLLM's
+`reshape_and_cache_flash`. `key` and `value` may be row views into a fused qkv tensor
+(`qkv[:, H*D:(H+H_kv)*D].view(T, H_kv, D)`): the heads of one row are contiguous, rows are `stride(0)` apart.
+
+    reference:  pagedkv_lib.store_kvcache.store_kvcache (PyTorch, same signature)
+    kernel:     _store_kvcache_kernel, grid (T,)
+    launcher:   store_kvcache_triton (checked); launch_store_kvcache (unchecked, for timing)
+
+Memory traffic per stored token: read 2 * H_kv * D elements (key, value) + 1 slot; write 2 * H_kv * D.
+"""
+from __future__ import annotations
+
+import torch
+
+from ..store_kvcache import check_store_args, store_kvcache  # noqa: F401  (the reference, re-exported)
+from .backend import MISSING_TRITON
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError as exc:  # triton is optional off Linux
+    raise ImportError(MISSING_TRITON) from exc
+
+
+# ----------------------------------------------------------------------------------------------------------
+# kernel
+
+@triton.jit
+def _store_kvcache_kernel(
+    key_ptr,            # [T, H_kv, D] rows `key_stride` apart, heads contiguous within a row
+    key_stride,         # elements between two tokens' key rows (H_kv * D, or more for a qkv view)
+    value_ptr,          # [T, H_kv, D] like key
+    value_stride,       # elements between two tokens' value rows
+    k_cache_ptr,        # [N, S, H_kv, D] contiguous: slot s starts at s * ROW
+    v_cache_ptr,        # [N, S, H_kv, D] contiguous
+    slot_mapping_ptr,   # [T] int32/int64, -1 = do not write
+    ROW: tl.constexpr,        # H_kv * D, elements in one token's row
+    BLOCK: tl.constexpr,      # next power of two >= ROW (tl.arange needs a power of two)
+):
+    token = tl.program_id(0)
+    slot = tl.load(slot_mapping_ptr + token).to(tl.int64)            # read 1 index
+    if slot < 0:
+        return
+    offs = tl.arange(0, BLOCK)                                        # [BLOCK]
+    mask = offs < ROW
+    key = tl.load(key_ptr + token.to(tl.int64) * key_stride + offs, mask=mask)        # read ROW
+    value = tl.load(value_ptr + token.to(tl.int64) * value_stride + offs, mask=mask)  # read ROW
+    tl.store(k_cache_ptr + slot * ROW + offs, key, mask=mask)        # write ROW
+    tl.store(v_cache_ptr + slot * ROW + offs, value, mask=mask)      # write ROW
+
+
+# ----------------------------------------------------------------------------------------------------------
+# launcher
+
+def check_row_layout(name: str, t: torch.Tensor) -> None:
+    """Each row of `t` [T, H_kv, D] must hold its H_kv * D elements contiguously (any row stride)."""
+    H_kv, D = t.shape[1], t.shape[2]
+    if t.stride(2) != 1 or (H_kv > 1 and t.stride(1) != D):
+        raise ValueError(
+            f"{name}: expected each token's heads contiguous (strides (*, {D}, 1) for [T, {H_kv}, {D}]), "
+            f"got strides {tuple(t.stride())}"
+        )
+
+
+def store_kvcache_triton(key: torch.Tensor, value: torch.Tensor, k_cache: torch.Tensor,
+                         v_cache: torch.Tensor, slot_mapping: torch.Tensor) -> None:
+    """k_cache/v_cache[slot] = key/value[t] for every token t whose slot is not -1 (in place)."""
+    check_store_args(key, value, k_cache, v_cache, slot_mapping)
+    check_row_layout("key", key)
+    check_row_layout("value", value)
+    devices = {t.device for t in (key, value, k_cache, v_cache, slot_mapping)}
+    if len(devices) != 1:
+        raise ValueError(f"store_kvcache_triton: expected all tensors on one device, got {devices}")
+    launch_store_kvcache(key, value, k_cache, v_cache, slot_mapping)
+
+
+def launch_store_kvcache(key, value, k_cache, v_cache, slot_mapping) -> None:
+    """Launch with no checks (for timing and CUDA graphs): validate once with store_kvcache_triton."""
+    T, H_kv, D = key.shape
+    if T == 0:
+        return
+    row = H_kv * D
+    block = triton.next_power_of_2(row)
+    num_warps = 4 if block <= 2048 else 8
+    _store_kvcache_kernel[(T,)](
+        key, key.stride(0), value, value.stride(0), k_cache, v_cache, slot_mapping,
+        ROW=row, BLOCK=block, num_warps=num_warps,
+    )
