@@ -1,0 +1,79 @@
+"""The paged attention layer: write this step's K/V into the cache, then attend through the block tables.
+
+Symbols: T = tokens of the step, B = sequences, H = query heads, H_kv = KV heads, D = head_dim,
+N = num_blocks, S = block_size. nano-vllm's `Attention.forward` (`nanovllm/layers/attention.py`) reads its
+metadata from a hidden module-level context; here it is an explicit `ModelInputs` argument (STYLE rule 9).
+
+    prefill: store_kvcache(k, v, ...) for the new tokens, then varlen attention over the CACHE: a prefix hit
+             (or a same-step duplicate prefix) leaves keys in the cache that are not among this step's tokens
+    decode:  store_kvcache for the one new token per sequence, then decode attention
+
+`Kernels` names the three functions used: the PyTorch references of `pagedkv_lib` on CPU, the Triton
+kernels of `pagedkv_lib.kernels` (store and decode; prefill stays on the reference) on a CUDA GPU.
+"""
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from ..attention import paged_attention_decode, paged_attention_varlen
+from ..model_inputs import ModelInputs
+from ..store_kvcache import store_kvcache
+
+
+@dataclass(frozen=True)
+class Kernels:
+    name: str                 # "reference" or "triton"
+    store_kvcache: Callable
+    decode: Callable          # paged_attention_decode's signature
+    varlen: Callable          # paged_attention_varlen's signature
+
+
+REFERENCE = Kernels("reference", store_kvcache, paged_attention_decode, paged_attention_varlen)
+
+
+def triton_kernels_available() -> bool:
+    return (importlib.util.find_spec("triton") is not None
+            and importlib.util.find_spec("pagedkv_lib.kernels") is not None)
+
+
+def select_kernels(use_triton: bool | None, device, dtype: torch.dtype) -> Kernels:
+    """The Triton kernels if asked (True) or, for None, when on CUDA with float16/bfloat16/float32."""
+    if use_triton is None:
+        use_triton = (torch.device(device).type == "cuda" and dtype != torch.float64
+                      and triton_kernels_available())
+    if not use_triton:
+        return REFERENCE
+    if not triton_kernels_available():
+        raise ImportError("use_triton=True needs `triton` and `pagedkv_lib.kernels`")
+    from .. import kernels  # chooses CUDA or Triton's interpreter on import
+
+    return Kernels("triton", kernels.store_kvcache_triton, kernels.paged_attention_decode_triton,
+                   paged_attention_varlen)
+
+
+class Attention(nn.Module):
+    """No weights: the paged part of one layer's attention (projections live in `Qwen3Attention`)."""
+
+    def __init__(self, scale: float, kernels: Kernels = REFERENCE):
+        super().__init__()
+        self.scale = scale
+        self.kernels = kernels
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor,
+                v_cache: torch.Tensor, inputs: ModelInputs) -> torch.Tensor:
+        """q [T, H, D], k and v [T, H_kv, D], caches [N, S, H_kv, D] -> out [T, H, D]."""
+        self.kernels.store_kvcache(k, v, k_cache, v_cache, inputs.slot_mapping)
+        if inputs.block_tables is None:
+            raise ValueError("inputs.block_tables: attention reads the cache and needs the block tables; "
+                             "got None (ModelRunner fills them in for prefills without a prefix hit)")
+        if inputs.is_prefill:
+            seq_lens = inputs.cu_seqlens_k.diff()                          # [B]
+            return self.kernels.varlen(q, k_cache, v_cache, inputs.block_tables, seq_lens,
+                                       inputs.cu_seqlens_q, self.scale)   # [T, H, D]
+        return self.kernels.decode(q, k_cache, v_cache, inputs.block_tables, inputs.context_lens,
+                                   self.scale)                            # [B, H, D], T = B

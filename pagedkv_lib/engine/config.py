@@ -1,0 +1,78 @@
+"""The engine's two configurations, in nano-vllm's shape (`nanovllm/config.py`): the model and the engine.
+
+`ModelConfig` uses Hugging Face's Qwen3 field names (`hidden_size`, `num_key_value_heads`, ...) with a tiny
+default (4 layers, hidden 256, 8 query heads, 2 KV heads, vocab 512) that runs on a laptop CPU.
+`EngineConfig` holds the scheduler's limits and the KV pool. Unlike nano-vllm, the pool is given in blocks
+(`num_kvcache_blocks`) rather than measured from free GPU memory, and any block size is allowed (the course's
+reference attention has no FlashAttention constraint). Every check says what was expected and what was given.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from ..validation import check_gqa, check_positive_int
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    vocab_size: int = 512
+    hidden_size: int = 256
+    intermediate_size: int = 768
+    num_hidden_layers: int = 4
+    num_attention_heads: int = 8
+    num_key_value_heads: int = 2
+    head_dim: int = 32
+    rms_norm_eps: float = 1e-6
+    rope_theta: float = 1_000_000.0
+    max_position_embeddings: int = 4096
+    eos_token_id: int | None = None        # None: no end-of-sequence token, requests stop at max_tokens
+    seed: int = 0                          # the random weights are a function of this seed
+    dtype: torch.dtype = torch.float32
+
+    def __post_init__(self):
+        for name in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+                     "num_attention_heads", "num_key_value_heads", "head_dim", "max_position_embeddings"):
+            check_positive_int(name, getattr(self, name))
+        check_gqa(self.num_attention_heads, self.num_key_value_heads)
+        if self.head_dim % 2:
+            raise ValueError(f"head_dim: expected an even number (rotary pairs), got {self.head_dim}")
+        if self.eos_token_id is not None and not 0 <= self.eos_token_id < self.vocab_size:
+            raise ValueError(f"eos_token_id: expected None or 0 <= id < {self.vocab_size}, "
+                             f"got {self.eos_token_id}")
+        if self.dtype not in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
+            raise ValueError(f"dtype: expected a float dtype, got {self.dtype}")
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    block_size: int = 16                   # tokens per KV block (nano-vllm: kvcache_block_size)
+    num_kvcache_blocks: int = 64           # blocks in the pool, shared by all layers
+    max_num_seqs: int = 16                 # most sequences in one step
+    max_num_batched_tokens: int = 1024     # most prompt tokens in one prefill step
+    max_model_len: int = 512               # longest sequence, prompt + generated
+    device: str = "cpu"
+    use_triton: bool | None = None         # None: the Triton kernels when CUDA and pagedkv_lib.kernels exist
+
+    def __post_init__(self):
+        for name in ("block_size", "num_kvcache_blocks", "max_num_seqs", "max_num_batched_tokens",
+                     "max_model_len"):
+            check_positive_int(name, getattr(self, name))
+        if self.max_model_len > self.model.max_position_embeddings:
+            raise ValueError(f"max_model_len: expected <= max_position_embeddings "
+                             f"({self.model.max_position_embeddings}), got {self.max_model_len}")
+        # A preempted sequence comes back as one prefill of up to max_model_len tokens: it must fit one step
+        if self.max_num_batched_tokens < self.max_model_len:
+            raise ValueError(f"max_num_batched_tokens: expected >= max_model_len ({self.max_model_len}), "
+                             f"got {self.max_num_batched_tokens}")
+        # ... and the pool must hold one sequence of max_model_len tokens alone, or it could never finish
+        if self.num_kvcache_blocks * self.block_size < self.max_model_len:
+            raise ValueError(f"num_kvcache_blocks: expected >= {-(-self.max_model_len // self.block_size)} "
+                             f"blocks of {self.block_size} (max_model_len {self.max_model_len}), "
+                             f"got {self.num_kvcache_blocks}")
+
+    @property
+    def num_kvcache_tokens(self) -> int:
+        return self.num_kvcache_blocks * self.block_size

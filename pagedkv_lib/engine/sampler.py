@@ -1,0 +1,40 @@
+"""Sampling: greedy (temperature 0) or from softmax(logits / temperature), with a seeded generator.
+
+Symbols: B = sequences, V = vocab_size. nano-vllm's `nanovllm/layers/sampler.py` samples with the
+exponential race: argmax(p / E) with E ~ Exp(1) i.i.d. picks token i with probability p_i, and needs no
+cumulative sum. Here the draws come from a `torch.Generator` seeded once, so a run is reproducible.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    temperature: float = 0.0     # 0: greedy
+    max_tokens: int = 64         # generated tokens, the prompt not counted
+    ignore_eos: bool = False
+
+    def __post_init__(self):
+        if not self.temperature >= 0:
+            raise ValueError(f"temperature: expected >= 0 (0 = greedy), got {self.temperature}")
+        if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int) or self.max_tokens < 1:
+            raise ValueError(f"max_tokens: expected a positive int, got {self.max_tokens!r}")
+
+
+class Sampler:
+    def __init__(self, seed: int = 0, device="cpu"):
+        self.generator = torch.Generator(device=device).manual_seed(seed)
+
+    def __call__(self, logits: torch.Tensor, temperatures: torch.Tensor) -> torch.Tensor:
+        """logits [B, V] float, temperatures [B] -> token ids [B] int64."""
+        greedy = logits.argmax(dim=-1)                                    # [B]
+        if not bool((temperatures > 0).any()):
+            return greedy
+        t = temperatures.clamp(min=1e-6).unsqueeze(1).to(logits.dtype)   # [B, 1]
+        probs = torch.softmax(logits / t, dim=-1)                         # [B, V]
+        race = torch.empty_like(probs).exponential_(1.0, generator=self.generator)  # [B, V]
+        sampled = (probs / race).argmax(dim=-1)                           # [B]
+        return torch.where(temperatures > 0, sampled, greedy)             # [B]
