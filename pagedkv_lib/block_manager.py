@@ -37,7 +37,8 @@ class Block:
         self.token_ids = []
 
     def __repr__(self) -> str:
-        return f"Block(id={self.block_id}, ref={self.ref_count}, hash={self.hash:#x})"
+        shown = "-1" if self.hash == -1 else f"{self.hash:#x}"
+        return f"Block(id={self.block_id}, ref={self.ref_count}, hash={shown})"
 
 
 class BlockManager:
