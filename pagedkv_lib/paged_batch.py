@@ -68,7 +68,9 @@ def make_paged_batch(seq_lens: list[int], block_size: int, num_heads: int, num_k
     if len(q_lens) != len(seq_lens) or any(not 0 <= ql <= n for ql, n in zip(q_lens, seq_lens)):
         raise ValueError(f"q_lens: expected 0 <= q_lens[b] <= seq_lens[b], got {q_lens} for {seq_lens}")
     need = [-(-n // block_size) for n in seq_lens]
-    num_blocks = num_blocks if num_blocks is not None else sum(need) + 3
+    if num_blocks is None:
+        highest = max((b for t in block_tables or [] for b in t), default=-1)
+        num_blocks = max(sum(need), highest + 1) + 3
     if block_tables is None:
         if num_blocks < sum(need):
             raise ValueError(f"num_blocks: {sum(need)} blocks needed, got {num_blocks}")

@@ -42,3 +42,9 @@ def test_bad_arguments():
         check_gqa(6, 4)
     with pytest.raises(ValueError, match="q_lens"):
         make_paged_batch([3], 4, 2, 1, 4, q_lens=[4])
+
+
+def test_batch_builder_sizes_the_pool_from_given_tables():
+    b = make_paged_batch([6, 3], 4, 2, 1, 4, block_tables=[[7, 2], [5]])
+    assert b.k_cache.shape[0] >= 8
+    assert torch.equal(gather_kv(b.k_cache, [7, 2], 6), b.keys[0])

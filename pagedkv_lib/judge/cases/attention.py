@@ -1,0 +1,130 @@
+"""Shared by the cases of exercises 125 (decode) and 126 (varlen): paged batches and attention checks.
+
+Batches come from `make_paged_batch`: random K/V scattered into a cache whose other rows are garbage,
+NaN or huge finite values. On a failure the check recomputes the usual wrong variants (GQA as h % H_kv,
+the causal mask counted from 0, scale ignored, one token too many or too few) to name the mistake.
+Symbols: B sequences, T query tokens, H / H_kv query / KV heads, D head_dim, N blocks, S block_size.
+"""
+from __future__ import annotations
+
+import torch
+
+from ...paged_batch import make_paged_batch
+from ..compare import close, diff, show
+from ..outcome import Outcome, wrong
+from . import Case, fresh, observe, tensor_text
+
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+TOLERANCE = {torch.float32: 1e-4, torch.float16: 3e-3, torch.bfloat16: 2e-2}   # atol = rtol
+
+
+def make_case(name: str, seq_lens, q_lens, block_size: int, H: int, H_kv: int, D: int, *, seed: int,
+              dtype: str = "fp32", scale: float | None = None, garbage: str = "nan", extra_padding: int = 0,
+              exact_pool: bool = False, block_tables=None) -> Case:
+    need = sum(-(-n // block_size) for n in seq_lens)
+    if block_tables is not None:
+        need = max(need, 1 + max(b for t in block_tables for b in t))
+    batch = make_paged_batch(seq_lens, block_size, H, H_kv, D, q_lens, seed=seed, dtype=DTYPES[dtype],
+                             num_blocks=need if exact_pool or block_tables else None,
+                             block_tables=block_tables, extra_padding=extra_padding)
+    if garbage == "huge":                                      # finite garbage, large enough to dominate
+        g = torch.Generator().manual_seed(seed + 7)
+        for cache in (batch.k_cache, batch.v_cache):
+            nan = torch.isnan(cache)
+            cache[nan] = (torch.randn(int(nan.sum()), generator=g) * 100).to(cache.dtype)
+    scale = D**-0.5 if scale is None else scale
+    args = {"q": batch.q, "k_cache": batch.k_cache, "v_cache": batch.v_cache,
+            "block_tables": batch.block_tables, "seq_lens": batch.seq_lens,
+            "cu_seqlens_q": batch.cu_seqlens_q, "scale": scale}
+    lines = [f"block_size {block_size}, H {H}, H_kv {H_kv}, D {D}, {dtype}, scale {scale:.6g}",
+             tensor_text("q", batch.q),
+             tensor_text("k_cache, v_cache", batch.k_cache, f" (rows outside contexts: {garbage} garbage)"),
+             f"block_tables = {show(batch.block_tables.tolist())}",
+             f"context lengths = {list(seq_lens)}"]
+    if q_lens is not None:
+        lines.append(f"query tokens per sequence = {list(q_lens)}, "
+                     f"cu_seqlens_q = {batch.cu_seqlens_q.tolist()}")
+    return Case(name, args, lines)
+
+
+def run_attention(fn, case: Case, varlen: bool) -> dict:
+    a = fresh(case.args)
+    lens = (a["seq_lens"], a["cu_seqlens_q"]) if varlen else (a["seq_lens"],)
+    out = fn(a["q"], a["k_cache"], a["v_cache"], a["block_tables"], *lens, a["scale"])
+    return {"out": observe(out), "inputs": observe([a[k] for k in ("q", "k_cache", "v_cache", "block_tables",
+                                                                    "seq_lens", "cu_seqlens_q")])}
+
+
+def check_attention(case: Case, expected: dict, got: dict) -> Outcome:
+    exp = expected["out"]
+    tol = TOLERANCE[exp.dtype]
+    outcome = close("out", exp, got["out"], tol, tol)
+    if outcome.passed:
+        found = diff(expected["inputs"], got["inputs"])
+        if found is not None:
+            return wrong("an input was modified (q, the caches, block_tables or the lengths)",
+                         "every argument is read-only: gather into new tensors")
+        return outcome
+    out = got["out"]
+    if isinstance(out, torch.Tensor) and out.shape == exp.shape and out.dtype == exp.dtype:
+        outcome.hint = _diagnose(case.args, out, tol)
+        row = int(outcome.message.split("[", 1)[1].split(",")[0])
+        outcome.details.append(_row_text(case.args, row))
+    return outcome
+
+
+def _row_text(a: dict, row: int) -> str:
+    cu = a["cu_seqlens_q"].tolist()
+    b = max(i for i in range(len(cu) - 1) if cu[i] <= row)
+    n, q_len = int(a["seq_lens"][b]), cu[b + 1] - cu[b]
+    return (f"row {row} is query {row - cu[b]} of sequence {b}: context {n} tokens, {q_len} new, "
+            f"at position {n - q_len + row - cu[b]}")
+
+
+def reference(a: dict, *, gqa: str = "div", offset: bool = True, causal: bool = True, extra: int = 0,
+              scale: float | None = None) -> torch.Tensor:
+    """fp64 paged attention with switchable mistakes: [T, H, D]."""
+    q, k_cache, v_cache = a["q"].double(), a["k_cache"].double(), a["v_cache"].double()
+    S, H_kv, D = k_cache.shape[1:]
+    H = q.shape[1]
+    heads = torch.arange(H) // (H // H_kv) if gqa == "div" else torch.arange(H) % H_kv
+    cu = a["cu_seqlens_q"].tolist()
+    out = torch.zeros_like(q)                                                   # [T, H, D]
+    for b in range(len(cu) - 1):
+        n, q_len = int(a["seq_lens"][b]) + extra, cu[b + 1] - cu[b]
+        blocks = a["block_tables"][b, : -(-n // S)].long()
+        if n < 1 or len(blocks) * S < n or bool((blocks < 0).any()):
+            return out.fill_(float("nan"))
+        k = k_cache[blocks].reshape(-1, H_kv, D)[:n][:, heads]                # [n, H, D]
+        v = v_cache[blocks].reshape(-1, H_kv, D)[:n][:, heads]                # [n, H, D]
+        s = torch.einsum("thd,nhd->htn", q[cu[b] : cu[b + 1]], k) * (a["scale"] if scale is None else scale)
+        pos = torch.arange(n - q_len, n) if offset else torch.arange(q_len)   # [q_len]
+        if causal:
+            s = s.masked_fill(torch.arange(n)[None, :] > pos[:, None], float("-inf"))
+        out[cu[b] : cu[b + 1]] = torch.einsum("htn,nhd->thd", s.softmax(-1), v)
+    return out
+
+
+def _diagnose(a: dict, got: torch.Tensor, tol: float) -> str:
+    D = a["q"].shape[-1]
+    variants = {
+        "GQA: query head h reads KV head h // (H // H_kv), not h % H_kv": {"gqa": "mod"},
+        "causal mask: the new tokens are the LAST q_len of the context, so query i sits at position "
+        "seq_len - q_len + i, not i": {"offset": False},
+        "causal: query i must not see keys after its own position": {"causal": False},
+        "use the `scale` argument, not 1/sqrt(head_dim)": {"scale": D**-0.5},
+        "one token too many: the context is positions 0..context_len-1": {"extra": 1},
+        "one key too few: a query sees every key up to AND including its own position (the current token "
+        "is part of the context)": {"extra": -1},
+    }
+    for text, kwargs in variants.items():
+        if kwargs.get("scale") == a["scale"]:
+            continue
+        other = reference(a, **kwargs)
+        if torch.allclose(got.double(), other, atol=tol, rtol=tol, equal_nan=True):
+            return text
+    if bool(torch.isnan(got).any()):
+        return ("NaN in the output: rows outside the context were read (garbage): drop the -1 padding and "
+                "cut the last block's unused tail to context length")
+    return ("gather each sequence's K/V through its block table (position p: block_tables[b, p // S], "
+            "offset p % S), then softmax(q . k * scale) . v in fp32")

@@ -1,0 +1,50 @@
+"""Cases of exercise 125, paged decode attention: one query per sequence, compared at stated tolerances."""
+from __future__ import annotations
+
+import random
+
+from . import Case
+from .attention import check_attention, make_case, run_attention
+
+FIXED = [  # name, context_lens, block_size, H, H_kv, D, options
+    ("notebook_a_and_b", [6, 3], 4, 8, 2, 16, {"block_tables": [[7, 2], [5]]}),
+    ("lengths_around_a_block", [1, 3, 4, 5], 4, 4, 4, 8, {}),
+    ("lengths_127_128_129", [127, 128, 129], 16, 8, 2, 8, {"extra_padding": 2}),
+    ("block_size_256", [1, 255, 257], 256, 4, 1, 8, {}),
+    ("block_size_1", [1, 5, 9], 1, 8, 8, 4, {}),
+    ("gqa_8", [9, 17], 4, 16, 2, 8, {}),
+    ("gqa_2", [10, 3], 4, 8, 4, 8, {}),
+    ("scale_is_an_argument", [7, 12], 4, 4, 2, 8, {"scale": 0.5}),
+    ("huge_finite_garbage", [5, 9, 2], 4, 8, 2, 8, {"garbage": "huge"}),
+    ("padding_reads_a_used_block", [6, 13, 3], 4, 8, 2, 8, {"exact_pool": True, "extra_padding": 3,
+                                                             "garbage": "huge"}),
+    ("fp16", [7, 33], 16, 8, 2, 16, {"dtype": "fp16"}),
+    ("bf16", [7, 33], 16, 8, 2, 16, {"dtype": "bf16"}),
+    ("one_sequence_one_token", [1], 16, 4, 2, 8, {}),
+]
+
+
+def build(seed: int, device: str = "cpu") -> list[Case]:
+    rng = random.Random(f"125/{seed}")
+    cases = [make_case(f"fixed/{n}", lens, None, bs, H, H_kv, D, seed=i, **opt)
+             for i, (n, lens, bs, H, H_kv, D, opt) in enumerate(FIXED)]
+    for i in range(8):
+        bs = rng.choice([1, 4, 16, 256])
+        H_kv = rng.choice([1, 2, 4])
+        H = H_kv * rng.choice([1, 2, 4, 8])
+        lens = [rng.randint(1, 150) for _ in range(rng.randint(1, 4))]
+        opt = {"dtype": rng.choice(["fp32", "fp32", "fp16", "bf16"]), "garbage": rng.choice(["nan", "huge"]),
+               "extra_padding": rng.randint(0, 2), "exact_pool": rng.random() < 0.5,
+               "scale": rng.choice([None, rng.uniform(0.05, 1.0)])}
+        cases.append(make_case(f"random/{i}", lens, None, bs, H, H_kv, rng.choice([4, 8, 16]), seed=100 + i,
+                               **opt))
+    for case in cases:
+        case.show.insert(0, "paged_attention_decode(q, k_cache, v_cache, block_tables, context_lens, scale):")
+    return cases
+
+
+def run(ns, case: Case) -> dict:
+    return run_attention(ns["paged_attention_decode"], case, varlen=False)
+
+
+check = check_attention

@@ -1,0 +1,71 @@
+"""Scripted cases for stateful exercises (127, 129): a list of operations, observed after every step.
+
+`run_script` applies the ops to a fresh state built from the graded names and records, after each op,
+its return value and a snapshot of everything the contract makes observable. Exceptions end the script
+(recorded as the step's error), except on ops that may raise by contract, where the exception type is
+recorded and the script goes on. `compare_steps` finds the first step where the submission and the oracle
+differ and shows the ops so far, expected vs got, and the hint for that key.
+"""
+from __future__ import annotations
+
+import torch
+
+from ..compare import diff, show
+from ..outcome import ForbiddenCall, describe_exception, from_record, wrong
+from . import observe
+
+_NOT_CONTRACT = (NotImplementedError, MemoryError, RecursionError, ForbiddenCall)
+
+
+def run_script(ops, apply, snapshot, may_raise=()) -> dict:
+    """{"steps": [...]}, step i {"ret": ..., **snapshot}, {"raised": name, **snapshot} or {"error": ...}."""
+    state, steps = {}, []
+    for op in ops:
+        try:
+            try:
+                step = {"ret": observe(apply(state, op))}
+            except Exception as exc:
+                if op[0] not in may_raise or isinstance(exc, _NOT_CONTRACT):
+                    raise
+                step = {"raised": type(exc).__name__}
+            step.update(snapshot(state, op))
+        except BaseException as exc:
+            steps.append({"error": describe_exception(exc)})
+            break
+        steps.append(step)
+    return {"steps": steps}
+
+
+def compare_steps(ops, expected: dict, got: dict, keys, render, hint):
+    """The Outcome of the first differing step; `render(op, step)`, `hint(i, key, e, g)` come per exercise."""
+    exp_steps, got_steps = expected["steps"], got["steps"]
+    for i, e in enumerate(exp_steps):
+        if "error" in e:
+            raise RuntimeError(f"the oracle failed at step {i + 1} of its own script: {e['error']}")
+        g = got_steps[i] if i < len(got_steps) else {"error": {"message": "the script stopped"}}
+        trail = _trail(ops, exp_steps, i, render)
+        if "error" in g:
+            outcome = from_record(g["error"])
+            outcome.details = [f"at step {i + 1}, {render(ops[i], None)}:", *trail, *outcome.details]
+            return outcome
+        for key in keys:
+            if key not in e and key not in g:
+                continue
+            found = diff(e.get(key), g.get(key))
+            if found is None:
+                continue
+            path, ev, gv = found
+            where = f"{key}{path}"
+            whole = [] if isinstance(e.get(key), torch.Tensor) else [f"expected {key}: {show(e.get(key))}",
+                                                              f"got      {key}: {show(g.get(key))}"]
+            message = f"after step {i + 1}, {render(ops[i], None)}: {where} expected {show(ev)}, " \
+                      f"got {show(gv)}"
+            return wrong(message, hint(i, key, e, g), [*trail, *whole])
+    return None
+
+
+def _trail(ops, steps, upto: int, render, last: int = 10) -> list:
+    """The ops up to step `upto`, each with what the oracle returned (the last `last` of them)."""
+    lines = [f"{j + 1:>3}. {render(ops[j], steps[j] if j < upto else None)}"
+             for j in range(max(0, upto - last + 1), upto + 1)]
+    return ([f"... {upto + 1 - last} earlier ops"] if upto + 1 > last else []) + lines

@@ -1,0 +1,107 @@
+"""The exercises the judge knows: one `Exercise` per id, the single key for its files, cases and oracle.
+
+Importing this module imports no torch, so `judge.py --list` answers at once.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]          # the repository: practice/, solutions/, notebooks/
+LIBRARY_DIR = ROOT / "pagedkv_lib"
+PRACTICE_DIR = ROOT / "practice"
+SOLUTIONS_DIR = ROOT / "solutions"
+
+
+@dataclass(frozen=True)
+class Exercise:
+    id: int
+    slug: str
+    title: str
+    difficulty: str                   # easy | medium | hard
+    notebook: str                     # "NN title" of the notebook that teaches it
+    oracle: dict                      # graded name -> "module:attr" of the library object checked against
+    forbidden: tuple = ()             # more "module:attr" a submission may not call (they would do the work)
+    time_limit_s: float = 2.0         # per case
+    memory_limit_mb: int | None = 2048  # address space the child may add to the judge's; None: no cap (CUDA)
+    devices: tuple = ("cpu",)         # case sets: cases.exNNN.build(seed, device) for each of these
+
+    @property
+    def functions(self) -> tuple:
+        """The graded names: each must be a top-level def or class of the submitted file."""
+        return tuple(self.oracle)
+
+    @property
+    def filename(self) -> str:
+        return f"{self.id}_{self.slug}.py"
+
+    @property
+    def practice_path(self) -> Path:
+        return PRACTICE_DIR / self.filename
+
+    @property
+    def solution_path(self) -> Path:
+        return SOLUTIONS_DIR / self.filename
+
+    def cases(self):
+        """The case module `pagedkv_lib.judge.cases.ex<id>` (imports torch)."""
+        return importlib.import_module(f"pagedkv_lib.judge.cases.ex{self.id}")
+
+    def oracle_namespace(self) -> dict:
+        return {name: resolve(target) for name, target in self.oracle.items()}
+
+    def notebook_path(self) -> Path | None:
+        found = sorted((ROOT / "notebooks").glob(f"{self.notebook[:2]}_*.ipynb"))
+        return found[0] if found else None
+
+
+def resolve(target: str):
+    """"pagedkv_lib.memory:kv_bytes_per_token" -> the object."""
+    module, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+_M = "pagedkv_lib.memory"
+_ATTN = "pagedkv_lib.attention"
+_KS, _KD = "pagedkv_lib.kernels.store_kvcache", "pagedkv_lib.kernels.decode_attention"   # Triton kernels
+EXERCISES: dict[int, Exercise] = {e.id: e for e in (
+    Exercise(121, "kv_memory_budget", "KV memory budget", "easy", "01 Why paging",
+             {n: f"{_M}:{n}" for n in ("kv_bytes_per_token", "paged_concurrency", "reserved_concurrency")}),
+    Exercise(122, "slot_mapping", "Slot mapping", "easy", "03 Slot mapping and store_kvcache",
+             {"slot_mapping_for": "pagedkv_lib.slot_mapping:slot_mapping_for"},
+             forbidden=("pagedkv_lib.slot_mapping:compute_slot_mapping",)),
+    Exercise(123, "slot_ranges", "Slot ranges per block", "medium", "03 Slot mapping and store_kvcache",
+             {"compute_slot_mapping": "pagedkv_lib.slot_mapping:compute_slot_mapping"},
+             forbidden=("pagedkv_lib.slot_mapping:slot_mapping_for",)),
+    Exercise(124, "store_kvcache", "store_kvcache", "easy", "03 Slot mapping and store_kvcache",
+             {"store_kvcache": "pagedkv_lib.store_kvcache:store_kvcache"}),
+    Exercise(125, "paged_decode_attention", "Paged decode attention", "medium", "04 Paged decode attention",
+             {"paged_attention_decode": f"{_ATTN}:paged_attention_decode"},
+             forbidden=(f"{_ATTN}:paged_attention_varlen", "pagedkv_lib.kv_cache:gather_kv")),
+    Exercise(126, "varlen_paged_attention", "Varlen paged attention", "medium", "05 Varlen attention",
+             {"paged_attention_varlen": f"{_ATTN}:paged_attention_varlen"},
+             forbidden=(f"{_ATTN}:paged_attention_decode", "pagedkv_lib.kv_cache:gather_kv")),
+    Exercise(127, "block_pool_cow", "Block pool, fork and copy-on-write", "medium",
+             "08 Fork and copy-on-write",
+             {"BlockPool": "pagedkv_lib.block_pool:BlockPool",
+              "append_slot": "pagedkv_lib.copy_on_write:append_slot"},
+             forbidden=("pagedkv_lib.copy_on_write:copy_block",)),
+    Exercise(128, "kernel_inputs", "Kernel inputs", "medium", "06 From scheduler to kernel inputs",
+             {"prepare_prefill": "pagedkv_lib.model_inputs:prepare_prefill",
+              "prepare_decode": "pagedkv_lib.model_inputs:prepare_decode"},
+             forbidden=("pagedkv_lib.paged_batch:pad_block_tables",)),
+    Exercise(129, "prefix_caching", "Prefix-caching block manager", "hard", "07 Prefix caching",
+             {"BlockManager": "pagedkv_lib.block_manager:BlockManager"}),
+    Exercise(132, "scheduler_step", "Scheduler with preemption", "hard", "11 Capstone: a mini engine",
+             {"schedule": "pagedkv_lib.engine.scheduler:schedule"},
+             forbidden=("pagedkv_lib.engine.scheduler:preempt", "pagedkv_lib.engine.scheduler:Scheduler")),
+)}
+
+
+def get(exercise_id) -> Exercise:
+    try:
+        return EXERCISES[int(exercise_id)]
+    except (KeyError, ValueError):
+        known = ", ".join(str(i) for i in EXERCISES)
+        raise KeyError(f"exercise {exercise_id!r}: expected one of {known}") from None

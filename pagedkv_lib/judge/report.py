@@ -1,0 +1,108 @@
+"""Reports of a grading run: text for people, JSON for machines, CSV for an instructor's batch.
+
+JSON schema (`judge.py ID FILE --json`; a batch gives a list of these objects):
+    {"schema": 1, "exercise": 127, "title": str, "file": str, "seed": int, "device": "cpu",
+     "verdict": "passed" | "wrong answer" | "runtime error" | "time limit" | "memory limit"
+                | "not implemented",
+     "passed": int, "total": int, "wall_s": float,
+     "load_error": null | {"verdict", "message", "hint", "details": [str], "max_abs_err": null},
+     "cases": [{"name": "fixed/...", "verdict": str (or "skipped"), "time_s": float | null,
+                "message": str, "hint": str, "details": [str], "max_abs_err": float | null}],
+     "output": str (the first bytes printed), "output_bytes": int, "bench": null | {...}}
+"""
+from __future__ import annotations
+
+import csv
+import io
+
+from .compare import show
+from .outcome import CODES, PASSED
+
+
+def text(result, verbose: bool = False, timing: bool = True) -> str:
+    """The report of one graded file; `timing=False` leaves out times (stable notebook output)."""
+    lines = [f"Exercise {result.exercise_id}: {result.title}",
+             f"  graded: {result.label}   seed {result.seed}   device {result.device}"]
+    if result.load is not None:
+        lines += [f"The submission could not be graded: {result.load.verdict}",
+                  *_indent([result.load.message, *result.load.details])]
+        if result.load.hint:
+            lines.append(f"  hint: {result.load.hint}")
+    else:
+        for c in result.cases:
+            if verbose or c.verdict != PASSED or len(result.cases) <= 40:
+                extra = f"{1000 * c.time_s:7.1f} ms" if c.time_s is not None and timing else ""
+                if c.outcome.max_abs_err is not None and c.verdict == PASSED:
+                    extra += f"   max abs err {c.outcome.max_abs_err:.2g}"
+                lines.append(f"  {CODES[c.verdict]:<4} {c.name:<46}{extra}".rstrip())
+        failure = result.first_failure
+        if failure is not None:
+            lines += ["", f"First failing case: {failure.name} ({failure.verdict})",
+                      *_indent([*failure.show, failure.outcome.message, *failure.outcome.details])]
+            if failure.outcome.hint:
+                lines.append(f"  hint: {failure.outcome.hint}")
+    if result.output_total:
+        shown = len(result.output.encode())
+        lines += ["", f"It printed {result.output_total} bytes" + (f" (the first {shown}):" if shown <
+                                                                     result.output_total else ":")]
+        lines += [f"  | {line}" for line in result.output.splitlines()[:40]]
+    if result.bench:
+        lines += ["", "Benchmark:"] + [f"  {k}: {show(v)}" for k, v in result.bench.items()]
+    lines += ["", summary(result, timing)]
+    return "\n".join(lines)
+
+
+def _indent(lines) -> list:
+    return [f"  {line}" for line in lines]
+
+
+def summary(result, timing: bool = True) -> str:
+    verdict = result.verdict
+    head = f"{result.passed}/{result.total} passed: {verdict.upper()}"
+    if result.load is not None:
+        return f"{head} (the submission could not be graded)"
+    failure = result.first_failure
+    where = f" on {failure.name}" if failure else ""
+    return head + where + (f"  [{result.wall_s:.1f} s]" if timing else "")
+
+
+def to_dict(result) -> dict:
+    return {"schema": 1, "exercise": result.exercise_id, "title": result.title, "file": result.label,
+            "seed": result.seed, "device": result.device, "verdict": result.verdict,
+            "passed": result.passed, "total": result.total, "wall_s": round(result.wall_s, 3),
+            "load_error": result.load.to_dict() if result.load else None,
+            "cases": [{"name": c.name, "time_s": c.time_s, **c.outcome.to_dict()} for c in result.cases],
+            "output": result.output, "output_bytes": result.output_total, "bench": _plain(result.bench)}
+
+
+def _plain(value):
+    """Bench figures as JSON-able values."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value if isinstance(value, (int, float, str, bool, type(None))) else show(value)
+
+
+def batch_table(results) -> str:
+    width = max([len(r.label) for r in results] + [4])
+    lines = [f"{'file':<{width}}  {'passed':>9}  verdict"]
+    for r in results:
+        failure = r.first_failure
+        where = f" on {failure.name}" if failure and r.load is None else ""
+        lines.append(f"{r.label:<{width}}  {r.passed:>4}/{r.total:<4}  {r.verdict}{where}")
+    ok = sum(r.ok for r in results)
+    lines.append(f"{ok}/{len(results)} submissions passed every case")
+    return "\n".join(lines)
+
+
+def to_csv(results) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["file", "exercise", "seed", "verdict", "passed", "total", "first_failure", "message"])
+    for r in results:
+        failure = r.first_failure
+        message = r.load.message if r.load else (failure.outcome.message if failure else "")
+        writer.writerow([r.label, r.exercise_id, r.seed, r.verdict, r.passed, r.total,
+                         failure.name if failure and not r.load else "", message])
+    return out.getvalue()

@@ -1,0 +1,177 @@
+"""Loading a submission inside the child: the guard around the library, then the graded names and checks.
+
+The guard replaces every library object the exercise grades (or forbids) with one that refuses to work,
+blocks `import solutions...`, and adds an audit hook so that no solution file can be opened either. The
+graded names must then be top-level defs or classes of the submitted file (or, in a notebook, not come from
+the library or the solutions); a class may not inherit from a class defined elsewhere.
+"""
+from __future__ import annotations
+
+import ast
+import importlib.abc
+import importlib.util
+import inspect
+import os
+import sys
+
+from .outcome import RUNTIME_ERROR, ForbiddenCall, describe_exception
+from .registry import LIBRARY_DIR, SOLUTIONS_DIR, resolve
+
+
+class LoadError(Exception):
+    def __init__(self, verdict: str, message: str, hint: str = "", trace=()):
+        super().__init__(message)
+        self.record = {"verdict": verdict, "message": message, "hint": hint, "trace": list(trace)}
+
+
+class _NoSolutions(importlib.abc.MetaPathFinder):
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname == "solutions" or fullname.startswith("solutions."):
+            raise ImportError("the reference solutions cannot be imported while grading")
+        return None
+
+
+def install_guard(exercise, graded_file: str | None = None) -> None:
+    """Replace the library objects the exercise grades (or forbids) by ones that refuse to work, and keep
+    the submission away from the reference solutions (all but `graded_file`, when that is one) and from the
+    source of the modules that hold those objects (no reload, no exec of their text)."""
+    hidden = set()
+    targets = [(t, resolve(t)) for t in (*exercise.oracle.values(), *exercise.forbidden)]   # imports first
+    for target, original in targets:
+        poison = _poisoned(original, f"{target.replace(':', '.')} is the library's implementation (the "
+                                     f"oracle of exercise {exercise.id}): write your own")
+        for name, module in list(sys.modules.items()):        # the judge's own modules too (case data)
+            if module is None or not name.startswith("pagedkv_lib"):
+                continue
+            for attr, value in list(vars(module).items()):
+                if value is original:
+                    setattr(module, attr, poison)
+        source = os.path.realpath(sys.modules[target.partition(":")[0]].__file__)
+        hidden |= {source, os.path.join(os.path.dirname(source), "__pycache__")}
+    sys.meta_path.insert(0, _NoSolutions())
+    for name in [n for n in sys.modules if n == "solutions" or n.startswith("solutions.")]:
+        del sys.modules[name]
+    allowed = os.path.realpath(graded_file) if graded_file else None
+    stems = {os.path.splitext(os.path.basename(h))[0] + "." for h in hidden if h.endswith(".py")}
+
+    def refuse(event: str, args) -> None:                     # an audit hook on every open()
+        if event != "open" or not isinstance(args[0], (str, bytes, os.PathLike)):
+            return
+        name = os.path.realpath(os.fsdecode(args[0]))
+        if name.startswith(str(SOLUTIONS_DIR) + os.sep) and name != allowed:
+            raise PermissionError(f"{name}: the reference solutions cannot be read while grading")
+        cached = os.path.dirname(name) in hidden and os.path.basename(name).startswith(tuple(stems))
+        if name in hidden or cached:
+            raise PermissionError(f"{name}: the oracle's source cannot be read while grading")
+
+    sys.addaudithook(refuse)
+
+
+def _poisoned(original, message: str):
+    def refuse(*args, **kwargs):
+        raise ForbiddenCall(message)
+
+    refuse.__judge_poison__ = message
+    if not isinstance(original, type):
+        return refuse
+
+    class Poisoned:
+        __doc__ = message
+
+        def __new__(cls, *args, **kwargs):
+            raise ForbiddenCall(message)
+
+        def __init_subclass__(cls, **kwargs):
+            raise ForbiddenCall(message)
+
+    Poisoned.__name__ = Poisoned.__qualname__ = original.__name__
+    Poisoned.__judge_poison__ = message
+    return Poisoned
+
+
+def load_submission(submission, exercise):
+    """(namespace, files) of the submission; LoadError when it cannot be graded at all."""
+    if submission.path is None:
+        ns, files, here = submission.namespace, (), _not_library
+    else:
+        path = os.path.realpath(submission.path)
+        _check_source(path, exercise.functions)
+        sys.path.insert(0, os.path.dirname(path))          # its own helper modules, if any
+        spec = importlib.util.spec_from_file_location("submission", path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["submission"] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException as exc:
+            rec = describe_exception(exc, (path,))
+            raise LoadError(rec["verdict"], f"while importing the file: {rec['message']}", rec["hint"],
+                            rec["trace"]) from None
+        ns, files = vars(module), (path,)
+        here = lambda f: os.path.realpath(f) == path  # noqa: E731
+    ns = dict(ns)
+    for name in exercise.functions:
+        if name not in ns:
+            ns[name] = _missing(name)
+        else:
+            try:
+                problem = _foreign(name, ns[name], here)
+            except BaseException as exc:
+                problem = f"`{name}` cannot be inspected: {type(exc).__name__}: {exc}"
+            if problem:
+                raise LoadError(RUNTIME_ERROR, problem, "define the graded names yourself, in your code")
+    return ns, files
+
+
+def _check_source(path: str, names) -> None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read(), path)
+    except SyntaxError as exc:
+        raise LoadError(RUNTIME_ERROR, f"SyntaxError at line {exc.lineno}: {exc.msg}") from None
+    except BaseException as exc:
+        raise LoadError(RUNTIME_ERROR, f"cannot read {path}: {type(exc).__name__}: {exc}") from None
+    defs = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    bound = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            bound.add(node.id)
+    for name in names:
+        if name not in defs and name in bound:
+            raise LoadError(RUNTIME_ERROR, f"`{name}` is not a top-level def or class of "
+                            f"{os.path.basename(path)}", "write graded names in the file, don't import them")
+
+
+def _missing(name: str):
+    def missing(*args, **kwargs):
+        raise NotImplementedError(f"`{name}` is not defined")
+    return missing
+
+
+def _not_library(filename: str) -> bool:
+    real = os.path.realpath(filename)
+    return not any(real.startswith(str(d) + os.sep) for d in (LIBRARY_DIR, SOLUTIONS_DIR))
+
+
+def _foreign(name: str, obj, here) -> str | None:
+    """Why `obj` does not count as written by the learner, or None."""
+    if hasattr(obj, "__judge_poison__"):
+        return f"`{name}` is imported: {obj.__judge_poison__}"
+    if inspect.isclass(obj):
+        for base in obj.__mro__[1:-1]:
+            if base.__module__ != obj.__module__:
+                return f"class `{name}` inherits from {base.__module__}.{base.__qualname__}: write your own"
+        for attr, value in vars(obj).items():
+            fn = getattr(value, "__func__", getattr(value, "fget", value))
+            if inspect.isfunction(fn) and not here(fn.__code__.co_filename):
+                return f"`{name}.{attr}` comes from {fn.__code__.co_filename}, not from the graded code"
+        return None
+    fn = inspect.unwrap(obj) if callable(obj) else obj
+    if not inspect.isfunction(fn):
+        return f"`{name}` must be a function written with def, got {type(obj).__name__}"
+    if not here(fn.__code__.co_filename):
+        return f"`{name}` comes from {fn.__code__.co_filename}, not from the graded code"
+    return None

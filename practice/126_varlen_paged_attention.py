@@ -1,0 +1,36 @@
+"""Exercise 126 (medium): varlen paged attention. Notebook 05, "Varlen attention and cu_seqlens".
+Grade: python practice/judge.py 126
+
+One step of a batch that mixes decodes, full prefills and chunks of prefills. Sequence b owns the query
+rows cu_seqlens_q[b]:cu_seqlens_q[b+1] (q_len of them); they are the LAST q_len tokens of its
+seq_lens[b]-token context, whose keys and values are all in the paged cache already. So query i of b sits
+at position seq_lens[b] - q_len + i and attends causally to positions 0..seq_lens[b] - q_len + i.
+Symbols: B sequences, T query tokens, H query heads, H_kv KV heads, D head_dim, N blocks, S block_size.
+"""
+from __future__ import annotations
+
+import torch
+
+
+def paged_attention_varlen(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                           block_tables: torch.Tensor, seq_lens: torch.Tensor, cu_seqlens_q: torch.Tensor,
+                           scale: float) -> torch.Tensor:
+    """Causal attention of a batch of query chunks over their paged contexts.
+
+    Args:
+        q: [T, H, D] float (fp32, fp16 or bf16); T = cu_seqlens_q[-1]. Read-only.
+        k_cache, v_cache: [N, S, H_kv, D], q's dtype, H a multiple of H_kv. Rows outside every context
+            hold garbage, possibly NaN or huge: they must not reach the output. Read-only.
+        block_tables: [B, M] int32, physical blocks of each sequence then -1 padding. Read-only.
+        seq_lens: [B] int32, context length of each sequence (its new tokens included), each >= 1.
+        cu_seqlens_q: [B + 1] int32, 0 = c_0 < c_1 < ... < c_B = T; 1 <= c_{b+1} - c_b <= seq_lens[b].
+            Read-only, like seq_lens.
+        scale: float multiplying q . k.
+    Returns: a new [T, H, D] tensor of q's dtype; row c_b + i is the attention of query i of sequence b
+        at position seq_lens[b] - q_len + i over keys 0..that position, query head h reading KV head
+        h // (H // H_kv). Compute in fp32 (or better); tolerances as in exercise 125.
+    Mutates nothing. Errors: inconsistent shapes may raise (the judge passes consistent ones).
+    Example: seq_lens = [20], cu_seqlens_q = [0, 8]: the second half of a chunked prefill; query 0 is at
+        position 12 and sees keys 0..12, query 7 at position 19 sees all 20.
+    """
+    raise NotImplementedError("paged_attention_varlen: your code here (exercise 126)")

@@ -1,0 +1,152 @@
+"""The judge's faces: the command line, JSON/CSV reports, the status file, the notebook API, new exercises."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+import torch
+
+from pagedkv_lib.judge import cli, load_ipython_extension, registry
+from pagedkv_lib.judge.cases import diff_free, observe
+from pagedkv_lib.judge.engine import grade
+from pagedkv_lib.judge.notebook import judge
+from pagedkv_lib.judge.outcome import Outcome
+from pagedkv_lib.judge.stubs import make_stub
+
+ROOT = Path(__file__).resolve().parent.parent
+SOLUTION_122 = (ROOT / "solutions" / "122_slot_mapping.py").read_text()
+OFF_BY_ONE = SOLUTION_122.replace("+ p % block_size for p", "+ p % block_size + 1 for p")
+
+
+@pytest.fixture(autouse=True)
+def status_file(tmp_path, monkeypatch):
+    path = tmp_path / "status.json"
+    monkeypatch.setenv("PAGEDKV_JUDGE_STATUS", str(path))
+    return path
+
+
+def test_judge_cli_entry_point_prints_json_and_exits_1_on_a_wrong_answer(tmp_path):
+    bug = tmp_path / "bug.py"
+    bug.write_text(OFF_BY_ONE)
+    run = subprocess.run([sys.executable, "practice/judge.py", "122", str(bug), "--json"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 1, run.stderr
+    data = json.loads(run.stdout)
+    assert {"schema", "exercise", "verdict", "passed", "total", "cases", "load_error", "seed"} <= set(data)
+    assert data["verdict"] == "wrong answer" and data["exercise"] == 122
+    first = next(c for c in data["cases"] if c["verdict"] != "passed")
+    assert "off by one" in first["hint"] and "expected 20, got 21" in first["message"]
+
+
+def test_judge_cli_text_report_shows_the_first_failure_small_with_a_hint(tmp_path, capsys):
+    bug = tmp_path / "bug.py"
+    bug.write_text(OFF_BY_ONE)
+    assert cli.main(["122", str(bug)]) == 1
+    out = capsys.readouterr().out
+    assert "First failing case: fixed/course_worked_example (wrong answer)" in out
+    assert "slots[0]: expected 20, got 21" in out and "hint: off by one" in out
+    assert out.rstrip().splitlines()[-1].startswith("1/20 passed: WRONG ANSWER on fixed/")
+
+
+def test_judge_cli_batch_writes_a_table_and_a_csv(tmp_path, capsys):
+    bug = tmp_path / "bug.py"
+    bug.write_text(OFF_BY_ONE)
+    csv_path = tmp_path / "grades.csv"
+    solution = str(registry.get(122).solution_path)
+    assert cli.main(["122", solution, str(bug), "--jobs", "2", "--csv", str(csv_path)]) == 1
+    captured = capsys.readouterr()
+    assert "1/2 submissions passed every case" in captured.out and "2/2 graded" in captured.err
+    rows = csv_path.read_text().splitlines()
+    assert rows[0].startswith("file,exercise,seed,verdict") and len(rows) == 3
+    assert ",passed,20,20," in rows[1] and ",wrong answer,1,20,fixed/course_worked_example," in rows[2]
+
+
+def test_judge_cli_list_shows_status_after_grading_the_practice_file(capsys, status_file, tmp_path,
+                                                                     monkeypatch):
+    monkeypatch.setattr(registry, "PRACTICE_DIR", tmp_path)          # a fresh stub, whatever practice/ holds
+    stub = tmp_path / registry.get(122).filename
+    stub.write_text(make_stub(SOLUTION_122, 122))
+    assert cli.main(["122"]) == 1
+    assert json.loads(status_file.read_text())["122"]["verdict"] == "not implemented"
+    capsys.readouterr()
+    assert cli.main(["--list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    row = next(line for line in lines if line.lstrip().startswith("122 "))
+    assert "easy" in row and "not implemented (0/20)" in row
+    assert {str(i) for i in range(121, 130)} <= {line.split()[0] for line in lines[1:]}
+
+
+def test_judge_cli_usage_errors_exit_2(capsys):
+    assert cli.main(["999"]) == 2
+    assert cli.main(["122", "no/such/file.py"]) == 2
+    assert cli.main([]) == 2
+    assert "expected one of" in capsys.readouterr().err
+
+
+def test_judge_seed_reruns_the_same_random_cases_and_changes_them():
+    for exercise in registry.EXERCISES.values():
+        if exercise.id > 129:
+            continue
+        module = exercise.cases()
+        a, b, c = module.build(5), module.build(5), module.build(6)
+        assert [x.name for x in a] == [x.name for x in b]
+        assert diff_free([x.args for x in a], [x.args for x in b]), exercise.id
+        assert not diff_free([x.args for x in a], [x.args for x in c]), exercise.id
+
+
+def test_judge_notebook_grades_functions_defined_in_a_namespace(capsys, status_file):
+    ns = {"__name__": "__main__"}
+    exec(compile(SOLUTION_122, "/tmp/ipykernel_0/cell_1.py", "exec"), ns)
+    result = judge(122, ns)
+    assert result.ok and "20/20 passed: PASSED" in capsys.readouterr().out
+    assert json.loads(status_file.read_text())["122"]["file"] == "notebook"
+    from pagedkv_lib import slot_mapping_for
+
+    assert judge(122, {"slot_mapping_for": slot_mapping_for}).verdict == "runtime error"
+    assert judge(122, {}).verdict == "not implemented"
+    assert json.loads(status_file.read_text())["122"]["verdict"] == "passed"   # a notebook never erases a pass
+    out = capsys.readouterr().out
+    assert " ms" not in out and " s]" not in out                # no timings: notebook output stays stable
+
+
+def test_judge_magic_is_registered_and_grades_the_user_namespace(capsys):
+    ns = {}
+    exec(compile(SOLUTION_122, "<cell>", "exec"), ns)
+    shell = types.SimpleNamespace(user_ns=ns, magics={})
+    shell.register_magic_function = lambda fn, kind, name: shell.magics.__setitem__(name, fn)
+    load_ipython_extension(shell)
+    shell.magics["judge"]("122 --seed 3")
+    out = capsys.readouterr().out
+    assert "seed 3" in out and "20/20 passed: PASSED" in out
+
+
+FAKE = types.ModuleType("pagedkv_lib.judge.cases.ex999")
+
+
+def _fake_build(seed, device="cpu"):
+    from pagedkv_lib.judge.cases import Case
+
+    return [Case("fixed/one", {"table": [3, 1], "positions": [0, 5]}, ["a small call"])]
+
+
+FAKE.build = _fake_build
+FAKE.run = lambda ns, case: {"ret": observe(ns["slot_mapping_for"](case.args["table"], case.args["positions"],
+                                                                    4))}
+FAKE.check = lambda case, e, g: Outcome() if e == g else Outcome("wrong answer", "differs")
+FAKE.bench = lambda ns, device: {"calls_per_s": 1.5, "device": device, "rows": torch.arange(3)}
+
+
+def test_judge_a_new_exercise_is_a_case_module_and_a_registry_entry(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, FAKE.__name__, FAKE)
+    monkeypatch.setitem(registry.EXERCISES, 999, registry.Exercise(
+        999, "fake", "A fake exercise", "easy", "00 Start here",
+        {"slot_mapping_for": "pagedkv_lib.slot_mapping:slot_mapping_for"}, time_limit_s=5.0))
+    path = tmp_path / "999_fake.py"
+    path.write_text(SOLUTION_122)
+    (result,) = grade(999, [path], bench=True)
+    assert result.ok and result.bench["calls_per_s"] == 1.5 and result.bench["device"] == "cpu"
+    assert result.bench["rows"].tolist() == [0, 1, 2]

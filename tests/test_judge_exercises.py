@@ -1,0 +1,86 @@
+"""The judge on exercises 121-129: every solution passes, every stub is not implemented, planted bugs fail.
+
+Stubs are generated afresh from the solutions into a temporary folder, so edits a learner made to practice/
+do not change what these tests mean; a separate test checks that the committed stubs are up to date.
+"""
+from __future__ import annotations
+
+import ast
+
+import pytest
+from judge_plants.bugs import BUGS
+
+from pagedkv_lib.judge.engine import grade
+from pagedkv_lib.judge.outcome import NOT_IMPLEMENTED
+from pagedkv_lib.judge.registry import EXERCISES, get
+from pagedkv_lib.judge.stubs import drifted, make_stub
+
+IDS = list(range(121, 130))
+
+
+def planted(exercise_id: int, tmp_path):
+    """(paths, expected verdicts) of the planted bugs of one exercise."""
+    source = get(exercise_id).solution_path.read_text()
+    paths, verdicts = [], []
+    for name, (pairs, verdict) in BUGS[exercise_id].items():
+        text = source
+        for good, bad in pairs:
+            assert text.count(good) == 1, f"{exercise_id}/{name}: the solution changed, update the plant"
+            text = text.replace(good, bad)
+        path = tmp_path / f"{exercise_id}_{name}.py"
+        path.write_text(text)
+        paths.append(path)
+        verdicts.append(verdict)
+    return paths, verdicts
+
+
+@pytest.mark.parametrize("exercise_id", IDS)
+def test_12x_solution_passes_stub_not_implemented_and_every_planted_bug_rejected(exercise_id, tmp_path):
+    ex = get(exercise_id)
+    stub = tmp_path / ex.filename
+    stub.write_text(make_stub(ex.solution_path.read_text(), exercise_id))
+    bugs, verdicts = planted(exercise_id, tmp_path)
+    assert len(bugs) >= 3
+    solution, practice, *results = grade(exercise_id, [ex.solution_path, stub, *bugs], jobs=2)
+    assert solution.ok, (solution.first_failure, solution.load)
+    assert practice.verdict == NOT_IMPLEMENTED and practice.passed == 0
+    assert all(c.verdict == NOT_IMPLEMENTED for c in practice.cases)
+    for path, verdict, result in zip(bugs, verdicts, results, strict=True):
+        failure = result.first_failure
+        assert not result.ok, f"{path.name}: the judge missed the planted bug"
+        assert result.verdict == verdict, f"{path.name}: {result.verdict}, {failure and failure.outcome}"
+        assert failure is not None and failure.outcome.message
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_12x_every_solution_passes_other_random_cases(seed):
+    for exercise_id in IDS:
+        (result,) = grade(exercise_id, [get(exercise_id).solution_path], seed=seed)
+        assert result.ok, (exercise_id, seed, result.first_failure)
+
+
+def test_12x_committed_stubs_are_generated_from_the_solutions():
+    assert not drifted(), "run: python -m pagedkv_lib.judge.stubs"
+
+
+@pytest.mark.parametrize("exercise_id", IDS)
+def test_12x_stub_keeps_signatures_and_docstrings_and_only_raises(exercise_id):
+    ex = EXERCISES[exercise_id]
+    solution = ast.parse(ex.solution_path.read_text())
+    stub = ast.parse(make_stub(ex.solution_path.read_text(), exercise_id))
+
+    def defs(tree):
+        return {n.name: n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+
+    sol_defs, stub_defs = defs(solution), defs(stub)
+    assert set(ex.functions) <= {n.name for n in stub.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    assert set(sol_defs) == set(stub_defs)
+    for name, node in stub_defs.items():
+        assert ast.get_docstring(node) == ast.get_docstring(sol_defs[name]), name
+        if isinstance(node, ast.FunctionDef):
+            assert ast.dump(node.args) == ast.dump(sol_defs[name].args), name
+            body = [n for n in node.body if not isinstance(n, ast.Expr)]
+            assert len(body) == 1 and isinstance(body[0], ast.Raise), f"{name}: a stub body only raises"
+    for name in ex.functions:
+        doc = ast.get_docstring(stub_defs[name]) or ""
+        assert "Example" in doc or "Example" in (ast.get_docstring(stub) or ""), f"{name}: no example"

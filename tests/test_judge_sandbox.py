@@ -1,0 +1,65 @@
+"""The sandbox: whatever a submission does, it ends in a clear non-passing verdict within the limits.
+
+Every hostile submission of judge_plants/adversarial.py is graded with short limits; none may pass, none may
+hang, none may crash the judge, and nothing it prints reaches the judge's own output.
+"""
+from __future__ import annotations
+
+import time
+
+import pytest
+from judge_plants.adversarial import ADVERSARIAL
+
+from pagedkv_lib.judge.engine import grade
+from pagedkv_lib.judge.sandbox import Limits
+
+LIMITS = Limits(time_limit_s=1.0, import_limit_s=3.0, total_limit_s=6.0, memory_limit_mb=768,
+                output_limit_bytes=2**20)
+WORST_S = LIMITS.import_limit_s + LIMITS.total_limit_s + 3.0     # per submission, start to verdict
+
+
+@pytest.mark.parametrize("exercise_id", sorted({ex for ex, _, _ in ADVERSARIAL.values()}))
+def test_judge_every_hostile_submission_gets_a_clear_verdict_in_time(exercise_id, tmp_path, capfd):
+    names = [n for n, (ex, _, _) in ADVERSARIAL.items() if ex == exercise_id]
+    paths = []
+    for name in names:
+        path = tmp_path / f"{exercise_id}_{name}.py"
+        path.write_text(ADVERSARIAL[name][1])
+        paths.append(path)
+    t0 = time.monotonic()
+    results = grade(exercise_id, paths, limits=LIMITS, jobs=2)
+    elapsed = time.monotonic() - t0
+    out, err = capfd.readouterr()
+    for name, result in zip(names, results, strict=True):
+        allowed = ADVERSARIAL[name][2]
+        failure = result.load or (result.first_failure and result.first_failure.outcome)
+        assert not result.ok, f"{name} passed"
+        assert result.verdict in allowed, f"{name}: {result.verdict}: {failure}"
+        assert failure is not None and failure.message, name
+        assert result.duration_s < WORST_S, f"{name} took {result.duration_s:.1f} s"
+    assert elapsed < WORST_S * len(names) / 2 + 5
+    assert "xxxxxxxxxx" not in out + err and "PASSED" not in out + err
+
+
+def test_judge_keeps_what_a_submission_prints_but_caps_it(tmp_path):
+    from judge_plants.adversarial import in_body
+
+    chatty = tmp_path / "chatty.py"
+    chatty.write_text(in_body("print('debugging', positions)"))
+    flood = tmp_path / "flood.py"
+    flood.write_text(ADVERSARIAL["floods_stdout"][1])
+    ok, flooded = grade(122, [chatty, flood], limits=LIMITS, jobs=2)
+    assert ok.ok and "debugging [0, 1, 2" in ok.output and ok.output_total < 10_000
+    assert flooded.verdict == "runtime error" and "output limit" in flooded.first_failure.outcome.message
+    assert len(flooded.output) <= LIMITS.output_keep_bytes < flooded.output_total
+
+
+def test_judge_restarts_after_a_crash_and_skips_only_when_out_of_restarts(tmp_path):
+    from judge_plants.adversarial import in_body
+
+    once = tmp_path / "crash_on_empty.py"             # os._exit only on the case with no positions
+    once.write_text(in_body("import os\nif not positions:\n    os._exit(3)"))
+    (result,) = grade(122, [once], limits=LIMITS)
+    crashed = [c for c in result.cases if c.verdict != "passed"]
+    assert [c.name for c in crashed] == ["fixed/no_positions"]
+    assert "exit code 3" in crashed[0].outcome.message
