@@ -1,0 +1,342 @@
+# %% [markdown]
+# # 11 · Capstone: a mini serving engine
+#
+# Every piece of the course, in one loop: a scheduler admits requests and decodes them together (continuous
+# batching), the `BlockManager` hands out blocks and finds shared prefixes, `prepare_prefill` /
+# `prepare_decode` turn sequences into kernel inputs, and the model's attention writes and reads the paged
+# cache through `store_kvcache` and paged attention. When the pool runs dry, the newest request is preempted
+# and later recomputed. After this notebook you can run that engine on a tiny Qwen3-like model, prove that its
+# greedy outputs equal a model that recomputes everything from scratch at every step, read its statistics,
+# write its scheduling step yourself (exercise 132), and measure with a serving simulation what paging buys
+# over reserving the maximum length: the claim of the PagedAttention paper.
+
+# %%
+import sys
+
+if "google.colab" in sys.modules:  # Colab: fetch and install the course first
+    import subprocess
+
+    subprocess.run("git clone -q https://github.com/pagedkv-course/pagedkv-course /content/course"
+                   " && pip install -q -e /content/course", shell=True, check=True)
+    sys.path.insert(0, "/content/course")
+from pagedkv_lib.environment import describe_environment
+
+print(describe_environment())
+
+# %% [markdown]
+# ## Self-test
+#
+# 1. At block size 4, a running sequence holds 9 tokens when the scheduler plans a decode step. Does it need a
+#    new block?
+# 2. The pool runs dry in the middle of a decode step. Which request is preempted, and what happens to its
+#    tokens and to its blocks?
+# 3. Why does preemption by recompute leave greedy outputs unchanged?
+# 4. For the notebook-1 workload, what share of KV memory holds tokens when every request reserves
+#    `max_len = 4096` slots, and when it is paged?
+# 5. Why can a paged engine run more than twice as many requests as a reserving one on the same memory?
+#
+# <details><summary>Answer</summary>
+#
+# 1. Yes. The engine appends a sampled token after each step, so `len(seq)` already counts the token this step
+#    writes, at position 8; position 8 starts logical block 2 (`(9 - 1) % 4 == 0`), so `can_append` asks for
+#    one free block and `may_append` adds it.
+# 2. The newest running request that is not yet scheduled in this step. Its blocks are freed (their hashes
+#    kept, so they can still be prefix hits), its tokens are kept, and it goes to the FRONT of the waiting
+#    queue; a later prefill recomputes its K/V.
+# 3. A token's K/V are a function of the tokens before it, so recomputing gives the same K/V, and the next
+#    token is read from the logits of the last position, which depend only on the tokens.
+# 4. About 40% reserving (46.2% if every request were admitted at once, notebook 1; 39.5% in the serving
+#    simulation below), above 99% paged at block size 16.
+# 5. A reserving engine admits `budget // max_len` requests; a paged one admits requests as long as their
+#    actual tokens fit, so the memory that reservations leave empty holds more requests instead. Decode is
+#    memory-bound, so more requests per step is more tokens per second.
+#
+# </details>
+
+# %% [markdown]
+# ## 1. The loop
+#
+# The engine is nano-vllm's (`nanovllm/engine/llm_engine.py`), in `pagedkv_lib.engine`, one concept per
+# module. One `step()`:
+#
+# ```
+# scheduler.schedule()        admit waiting requests (prefill)      -> seqs, is_prefill
+#                             or decode every running one, preempting the newest when the pool is dry
+# model_runner.run(seqs)      prepare_prefill / prepare_decode      -> ModelInputs (slot_mapping, tables, ...)
+#                             model forward: each layer's attention does store_kvcache, then paged attention
+#                             logits of each sequence's last token  -> sampler -> one token per sequence
+# scheduler.postprocess()     append the token; finish at max_tokens (deallocate: blocks back to the pool)
+# ```
+#
+# The model is a tiny Qwen3-like decoder with random weights: RMSNorm, rotary embeddings, GQA attention with
+# a per-head RMSNorm on q and k (Qwen3's addition), a SwiGLU MLP, tied embeddings. Small enough to run on a
+# CPU in a few milliseconds per step.
+
+# %%
+import torch
+
+from pagedkv_lib.engine import LLM, EngineConfig, ModelConfig, SamplingParams, greedy_reference
+from pagedkv_lib.engine.model import Qwen3ForCausalLM
+from pagedkv_lib.memory import kv_bytes_per_token
+
+torch.set_num_threads(1)  # tiny matrices: one thread is the fastest, and steady on a shared CPU
+mc = ModelConfig()
+model = Qwen3ForCausalLM(mc)
+print(mc)
+print(f"{sum(p.numel() for p in model.parameters()):,} parameters")
+print("KV bytes per token:", kv_bytes_per_token(mc.num_hidden_layers, mc.num_key_value_heads, mc.head_dim, 4))
+print(model.layers[0])
+
+# %% [markdown]
+# ## 2. `generate`, and the proof that the cache changes nothing
+#
+# `LLM(config).generate(prompts, sampling_params)` queues the prompts (token ids: there is no tokenizer) and
+# steps until every request is done. The reference, `greedy_reference`, has no cache at all: at every step it
+# runs the model on the whole sequence, prompt and generated tokens, with dense causal attention (SDPA), and
+# takes the argmax. If the engine writes one K/V row to the wrong slot, reads one block too few, or
+# recomputes a preempted request wrongly, some token differs.
+
+# %%
+prompts = [[11, 22, 33, 44, 55], [7, 7, 7], [300, 1, 2, 3, 4, 5, 6, 7, 8, 9]]
+llm = LLM(EngineConfig(block_size=4, num_kvcache_blocks=32, max_model_len=64))
+outputs = llm.generate(prompts, SamplingParams(max_tokens=12), use_tqdm=False)
+for prompt, out in zip(prompts, outputs):
+    ref = greedy_reference(model, prompt, 12)
+    print(f"prompt {prompt}\n  engine    {out}\n  reference {ref}  equal: {out == ref}")
+print("kernels:", llm.model_runner.kernels.name, "| free blocks at the end:",
+      llm.block_manager.num_free_blocks)
+
+# %% [markdown]
+# The weights are random, so the tokens mean nothing; what matters is that they depend on the whole context.
+# (The model is initialised with std 0.1 rather than Hugging Face's 0.02: at 0.02 a model this small repeats
+# one token forever, and a broken attention would go unnoticed.)
+#
+# ## 3. A run that hits the prefix cache and runs the pool dry
+#
+# Six requests share a 16-token system prompt; the pool holds 24 blocks of 4 tokens (96 tokens), far fewer
+# than six requests need at the end (about 40 tokens each). `engine_frames` steps the engine to the end and
+# records the pool after every step.
+
+# %%
+import random
+
+from pagedkv_lib.viz.engine_plots import EngineStepper, engine_frames, frame_figure, plot_engine_stats
+
+rng = random.Random(0)
+system = [rng.randrange(512) for _ in range(16)]
+prompts = [system + [rng.randrange(512) for _ in range(rng.randint(2, 10))] for _ in range(6)]
+config = EngineConfig(block_size=4, num_kvcache_blocks=24, max_num_seqs=8, max_num_batched_tokens=128,
+                      max_model_len=64)
+llm = LLM(config)
+for p in prompts:
+    llm.add_request(p, SamplingParams(max_tokens=20))
+frames, outputs = engine_frames(llm)
+for f in frames[:12]:
+    print(f.description)
+print(f"... {len(frames) - 1} steps; all blocks free at the end: {llm.block_manager.num_free_blocks == 24}")
+
+# %% [markdown]
+# Step 0 admits five requests in one prefill: the first computes the system prompt, the other four find its
+# four blocks in the cache (16 tokens each), even though they were admitted in the same step (each layer
+# stores the K/V of the whole batch before any sequence attends). The sixth waits: the token budget of 128 is
+# spent. Then the pool runs dry, and the newest request goes back to the front of the queue, to be recomputed
+# later. Every output still equals the reference:
+
+# %%
+same = [outputs[i] == greedy_reference(model, p, 20) for i, p in enumerate(prompts)]
+print("equal to the no-cache reference:", same)
+stats = llm.stats
+num_prefill = sum(s.is_prefill for s in stats)
+print(f"{len(stats)} steps: {num_prefill} prefill, {len(stats) - num_prefill} decode; "
+      f"{sum(s.num_preempted for s in stats)} preemptions; "
+      f"{sum(s.num_cached_tokens for s in stats)} prompt tokens from the prefix cache, "
+      f"{sum(s.num_computed_tokens for s in stats if s.is_prefill)} computed")
+
+# %% [markdown]
+# The pool after step 2: the four shared system-prompt blocks (`x6`: six block tables hold them), then each
+# request's own blocks, labelled `s<request>.<logical block>`. Step through the run with the buttons (grey:
+# released blocks whose hash can still be hit; light grey: free).
+
+# %%
+stepper = EngineStepper(frames)
+print(stepper.describe(3))
+frame_figure(frames[3])
+
+# %%
+stepper.widget
+
+# %% [markdown]
+# ## 4. The statistics, step by step
+#
+# Batch size per step (prefill or decode), the prompt tokens each prefill computed or found in the prefix
+# cache, and the preemptions with the free blocks. A preempted request comes back in a later prefill step, and
+# its own released blocks are often still in the cache.
+
+# %%
+plot_engine_stats(stats)
+
+# %% [markdown]
+# ## 5. One scheduling step, by hand
+#
+# `schedule(waiting, running, block_manager, max_num_seqs, max_num_batched_tokens)` is the whole policy:
+#
+# ```
+# prefill first   admit from the FRONT of waiting while len(running) < max_num_seqs, the step's tokens
+#                 (every len(seq), cached or not) fit max_num_batched_tokens, and can_allocate(seq);
+#                 stop at the first refusal (FIFO). If anyone was admitted: a prefill step.
+# else decode     for each running seq, oldest first: while not can_append(seq), preempt the newest
+#                 running seq not yet taken this step (or seq itself if none is left); else may_append.
+# ```
+#
+# Three requests of 8 tokens at block size 4 take 6 of 7 blocks; after one step each holds 9 tokens, and the
+# 9th starts a third block. One block is free, three are needed:
+
+# %%
+from collections import deque
+
+from pagedkv_lib import BlockManager, Sequence
+from pagedkv_lib.engine import schedule
+
+bm = BlockManager(num_blocks=7, block_size=4)
+seqs = [Sequence(list(range(10 * i, 10 * i + 8)), block_size=4, seq_id=i) for i in range(3)]
+waiting, running = deque(seqs), deque()
+scheduled, is_prefill = schedule(waiting, running, bm, max_num_seqs=8, max_num_batched_tokens=64)
+print("step 0:", [s.seq_id for s in scheduled], "prefill" if is_prefill else "decode", "| free blocks",
+      bm.num_free_blocks)
+for s in scheduled:
+    s.append_token(99)  # postprocess: the sampled token
+scheduled, is_prefill = schedule(waiting, running, bm, max_num_seqs=8, max_num_batched_tokens=64)
+print("step 1:", [s.seq_id for s in scheduled], "prefill" if is_prefill else "decode",
+      "| running", [s.seq_id for s in running], "| waiting", [s.seq_id for s in waiting])
+for s in seqs:
+    print(f"  seq {s.seq_id}: {s.status.name:7s} {len(s)} tokens, block_table {s.block_table}")
+
+# %% [markdown]
+# Sequence 0 took the free block. Sequence 1 could not grow, so the newest, sequence 2, was preempted: its two
+# blocks went back to the pool, it kept its 9 tokens and waits at the front of the queue. Sequence 1 then took
+# one of the freed blocks. Exercise 132 asks you to write this function.
+#
+# ## 6. The serving simulation: paged vs reserving `max_len`
+#
+# How much does paging buy on a real workload? Running the model is not needed to answer: memory decides who
+# runs. `pagedkv_lib.serving_sim.simulate_serving` replays the notebook-1 workload (200 requests, prompts of
+# 100-2000 tokens, outputs of 20-1500, `max_len` 4096) event by event, in tokens: every step each running
+# request gains a token; `paged` allocates a block when a request crosses a block boundary and preempts the
+# newest when the pool is dry, like the engine above; `reserve` gives each request `max_len` slots at
+# admission, as the systems before vLLM did. All requests arrive at step 0.
+
+# %%
+from pagedkv_lib.serving_sim import simulate_serving
+from pagedkv_lib.viz.engine_plots import ServingExplorer, draw_throughput_sweep, serving_summary
+from pagedkv_lib.workload import make_workload
+
+requests = make_workload(200, seed=0)
+results = {p: simulate_serving(requests, p, budget_tokens=64 * 1024, block_size=16, max_len=4096)
+           for p in ("paged", "reserve")}
+print(serving_summary(results))
+
+# %% [markdown]
+# The same shape as the paper's: reserving leaves about 60% of the KV memory empty (the paper measured 60-80%
+# in the systems it profiled), paging wastes under 1% (the tail of each request's last block), and the memory
+# saved holds more than twice as many running requests, hence more than twice the tokens per step. Drag the
+# sliders: the budget (in thousands of token slots) and the block size. The picture shows running requests and
+# KV slots over time; the dashed lines are what each policy allocated, the solid ones what held tokens.
+
+# %%
+explorer = ServingExplorer(budget_k=64, block_size=16)
+explorer.widget
+
+# %% [markdown]
+# Throughput against the budget: reserving grows by one request per 4096 token slots, paging by one per
+# actual request length, until the budget holds all 200 requests at once (about 256K slots here; reserving
+# would need 200 x 4096 = 800K).
+
+# %%
+from matplotlib.figure import Figure
+
+fig = Figure(figsize=(8, 3), dpi=80)
+ax = fig.add_subplot()
+sweep = draw_throughput_sweep(ax, requests, [16, 32, 64, 128, 256, 512], block_size=16)
+fig.subplots_adjust(bottom=0.16)
+print({p: [round(t, 1) for t in v] for p, v in sweep.items()})
+fig
+
+# %% [markdown]
+# The block size moves the paged waste, the tail of each request's last block (half a block on average):
+# under 4% up to blocks of 64 tokens, and the memory it wastes costs a little throughput.
+
+# %%
+for block_size in (1, 16, 64, 256):
+    r = simulate_serving(requests, "paged", budget_tokens=64 * 1024, block_size=block_size, max_len=4096)
+    print(f"block size {block_size:3d}: waste {100 * (1 - r.mean_utilization):4.1f}%, "
+          f"{r.throughput:5.1f} tokens/step, {r.num_preemptions} preemptions")
+
+# %% [markdown]
+# The simulation is a few numpy operations per step, so it scales: 10,000 requests of the same distribution
+# (`benchmarks/bench_engine.py` times it at well under 2 s):
+
+# %%
+big = make_workload(10_000, seed=0)
+print(serving_summary({p: simulate_serving(big, p, budget_tokens=256 * 1024, block_size=16, max_len=4096)
+                       for p in ("paged", "reserve")}))
+
+# %% [markdown]
+# ## Exercises
+#
+# **132 · Scheduler with preemption · hard.** In `practice/132_scheduler_step.py`, write
+# `schedule(waiting, running, block_manager, max_num_seqs, max_num_batched_tokens)`, which returns
+# `(scheduled, is_prefill)`: one step of section 5, over the library's `Sequence` and `BlockManager`. The
+# docstring states the contract line by line; the judge replays multi-step workloads (shared prompts, late
+# arrivals, a pool that runs dry mid-decode, a request that can never be admitted) and compares the whole
+# state after every step: scheduled ids, queues in order, statuses, block tables, cached tokens, the free
+# queue. Grade it with
+#
+#     python practice/judge.py 132
+#
+# Or solve it in this notebook: replace the stub below and run the cell. `judge(132)` grades the `schedule`
+# defined in this notebook on the same hidden cases (`%judge 132` does the same after
+# `%load_ext pagedkv_lib.judge`). As stored here, the stub is graded "not implemented".
+
+# %%
+from pagedkv_lib.judge import judge
+
+
+def schedule(waiting, running, block_manager, max_num_seqs, max_num_batched_tokens):
+    raise NotImplementedError  # your code here (contract: practice/132_scheduler_step.py), then run again
+
+
+judge(132)
+
+# %% [markdown]
+# ## In real systems
+#
+# - **nano-vllm** is this engine's model: `nanovllm/engine/llm_engine.py` (`step`: schedule, run,
+#   postprocess), `nanovllm/engine/scheduler.py` (`schedule`, `preempt`, `postprocess`),
+#   `nanovllm/engine/model_runner.py` (`allocate_kv_cache`, `prepare_prefill`, `prepare_decode`, CUDA graphs
+#   for decode), `nanovllm/layers/attention.py` (`store_kvcache`, then FlashAttention's varlen or kvcache
+#   call) and `nanovllm/models/qwen3.py`. Its attention reads the step's metadata from a module-level context
+#   set by the model runner; here it is an explicit `ModelInputs` argument. Its defaults
+#   (`nanovllm/config.py`): `max_num_batched_tokens=16384`, `max_num_seqs=512`, `kvcache_block_size=256`.
+#   Its prefill loop counts `max_num_seqs` against the step's admissions only; this engine counts the running
+#   queue, as vLLM does.
+# - **vLLM V1** (`vllm/v1/core/sched/scheduler.py`) schedules the running requests first and then the waiting
+#   ones, in ONE step under one token budget, so prefill chunks and decodes share a batch (chunked prefill).
+#   When `kv_cache_manager.allocate_slots` returns `None`, it preempts `self.running.pop()` (the newest; the
+#   lowest priority under the priority policy), frees its blocks, sets `num_computed_tokens = 0` and puts it
+#   at the front of the waiting queue (`prepend_request`): preemption by recompute, as here. Admission stops
+#   when `len(self.running)` reaches `max_num_running_reqs`.
+# - The PagedAttention paper (Kwon et al., SOSP 2023, section 4.5) weighs two ways to evict a request's
+#   blocks: swapping them to CPU memory, or recomputing them. Recomputation is cheap because the prompt and
+#   the generated tokens are recomputed in one prefill, far faster than the decode steps that produced them.
+#
+# ## Say it in the interview
+#
+# A serving engine is a loop: schedule, run, postprocess. The scheduler admits waiting requests while a token
+# budget, a sequence cap and the block pool allow (a prefix-cache hit makes admission cheaper), otherwise it
+# decodes every running request, one token each: continuous batching. A decode needs a new block exactly when
+# its new token starts one; when the pool is dry, the newest request is preempted by recompute: blocks freed,
+# tokens kept, back to the front of the queue, recomputed later in one prefill. Correctness is easy to state
+# and to test: greedy outputs must equal a model that recomputes the whole sequence at every step, through
+# preemptions and prefix hits. The payoff is memory: reserving `max_len` per request leaves most of the KV
+# cache empty, paging wastes under a block per request, and the freed memory becomes batch size, which is
+# throughput because decode is memory-bound.

@@ -1,0 +1,134 @@
+"""Notebook 11's pictures: engine statistics, the pool frame by frame, the serving explorer's sliders."""
+from __future__ import annotations
+
+import os
+import time
+
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from pagedkv_lib.engine import LLM, EngineConfig, ModelConfig, SamplingParams  # noqa: E402
+from pagedkv_lib.serving_sim import simulate_serving  # noqa: E402
+from pagedkv_lib.viz import engine_plots as ep  # noqa: E402
+from pagedkv_lib.viz.prefix_cache import RELEASED, SHARED  # noqa: E402
+from pagedkv_lib.workload import make_workload  # noqa: E402
+
+TINY = ModelConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                   num_key_value_heads=2, head_dim=16)
+SYSTEM = list(range(100, 108))                     # two full blocks of 4, shared by every request
+PROMPTS = [SYSTEM + [200 + i, 300 + i] for i in range(4)]
+
+
+def tiny_engine():
+    config = EngineConfig(model=TINY, block_size=4, num_kvcache_blocks=12, max_model_len=40)
+    llm = LLM(config)
+    for p in PROMPTS:
+        llm.add_request(p, SamplingParams(max_tokens=14))
+    return llm
+
+
+@pytest.fixture(scope="module")
+def run():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    llm = tiny_engine()
+    frames, outputs = ep.engine_frames(llm)
+    yield llm, frames, outputs
+    torch.set_num_threads(threads)
+
+
+def test_engine_frames_follow_the_block_manager(run):
+    llm, frames, outputs = run
+    assert len(frames) == len(llm.stats) + 1
+    after_prefill = frames[1]
+    assert after_prefill.owners[:2] == [SHARED, SHARED] and after_prefill.labels[:2] == ["x4", "x4"]
+    assert after_prefill.tables["s1"][:2] == after_prefill.tables["s0"][:2]
+    assert "prefill 4 seq(s), 24 prompt tokens from the prefix cache" in after_prefill.description
+    assert any("preempted" in f.description for f in frames)
+    last = frames[-1]
+    assert last.tables == {} and len(last.free_queue) == 12
+    assert all(o in (None, RELEASED) for o in last.owners)          # released blocks keep their hashes
+    fresh = tiny_engine().generate(PROMPTS, SamplingParams(max_tokens=14), use_tqdm=False)
+    assert [outputs[i] for i in range(4)] == fresh
+
+
+def test_engine_frames_refuses_more_requests_than_colours():
+    llm = LLM(EngineConfig(model=TINY, block_size=4, num_kvcache_blocks=64, max_model_len=40))
+    for i in range(RELEASED + 1):
+        llm.add_request([i + 1], SamplingParams(max_tokens=1))
+    with pytest.raises(ValueError, match="at most 7 requests"):
+        ep.engine_frames(llm)
+
+
+def test_plot_engine_stats_draws_every_step(run):
+    llm, _, _ = run
+    fig = ep.plot_engine_stats(llm.stats)
+    ax_batch, ax_tokens, ax_pre, _ = fig.axes
+    assert [p.get_height() for p in ax_batch.patches] == [s.num_seqs for s in llm.stats]
+    cached = [p.get_height() for p in ax_tokens.patches[len(llm.stats):]]
+    assert cached == [s.num_cached_tokens for s in llm.stats]
+    assert sum(p.get_height() for p in ax_pre.patches) == sum(s.num_preempted for s in llm.stats) > 0
+
+
+def test_stepper_and_frame_figure(run):
+    _, frames, _ = run
+    stepper = ep.EngineStepper(frames)
+    stepper.step()
+    assert stepper.index == 1 and "step 0: prefill" in stepper.text.value
+    images = {1: bytes(stepper.image.value)}
+    changed = next(i for i in range(2, len(frames)) if frames[i].labels != frames[1].labels)
+    stepper.show(changed)
+    assert bytes(stepper.image.value) != images[1]
+    stepper.back()
+    assert stepper.index == changed - 1
+    assert isinstance(ep.frame_figure(frames[1]), Figure)
+
+
+@pytest.fixture(scope="module")
+def explorer():
+    return ep.ServingExplorer()
+
+
+def test_serving_explorer_states_the_simulation(explorer):
+    explorer.update(64, 16)
+    requests = make_workload(200, seed=0)
+    for policy in ("paged", "reserve"):
+        r = simulate_serving(requests, policy, budget_tokens=64 * 1024, block_size=16, max_len=4096)
+        assert f"{r.throughput:6.1f} tokens/step" in explorer.text.value
+        np.testing.assert_array_equal(explorer.ax_run.lines[("paged", "reserve").index(policy)].get_ydata(),
+                                      r.num_running)
+    assert "7.0 GiB of KV for Qwen3-0.6B" in explorer.text.value
+
+
+@pytest.mark.parametrize("slider, value", [("budget", 256), ("block_size", 64)])
+def test_serving_explorer_sliders_redraw(explorer, slider, value):
+    explorer.update(64, 16)
+    before_text, before_image = explorer.text.value, explorer.image.value
+    start = time.perf_counter()
+    getattr(explorer, slider).value = value                  # what dragging the slider does
+    print(f"{slider} {value}: redraw {1e3 * (time.perf_counter() - start):.0f} ms")
+    assert explorer.text.value != before_text and explorer.image.value != before_image
+    budget, block_size = explorer.budget.value, explorer.block_size.value
+    paged = simulate_serving(make_workload(200, seed=0), "paged", budget_tokens=budget * 1024,
+                             block_size=block_size)
+    assert explorer.results["paged"].throughput == paged.throughput
+
+
+def test_throughput_sweep_matches_the_simulation():
+    ax = Figure().add_subplot()
+    requests = make_workload(50, seed=1)
+    out = ep.draw_throughput_sweep(ax, requests, [16, 64])
+    for policy in ("paged", "reserve"):
+        expect = [simulate_serving(requests, policy, budget_tokens=b * 1024, block_size=16).throughput
+                  for b in (16, 64)]
+        assert out[policy] == expect
+    assert out["paged"][0] > out["reserve"][0]
+
+
+def test_bench_callbacks_run():
+    for call in ep.BENCH_CALLBACKS.values():
+        call()
