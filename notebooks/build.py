@@ -40,7 +40,10 @@ def build(src: Path, timeout: int = 300) -> float:
     seconds = time.perf_counter() - start
     for cell in nb.cells:                      # keep stored notebooks free of run-to-run noise
         cell.metadata.pop("execution", None)
+    widgets = nb.metadata.get("widgets")       # saved widget state: widgets render before the cells run
     nb.metadata = {"kernelspec": KERNELSPEC, "language_info": {"name": "python"}}
+    if widgets:
+        nb.metadata["widgets"] = widgets
     nbformat.write(nb, HERE / f"{src.stem}.ipynb")
     return seconds
 

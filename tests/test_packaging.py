@@ -26,7 +26,8 @@ def test_dependencies_are_ranges_and_dev_has_the_test_tools():
     assert not [d for d in deps if "==" in d.split(";")[0]], "runtime dependencies must be ranges, not pins"
     names = {re.split(r"[<>=;\[ ]", d)[0].lower() for d in deps}
     assert {"torch", "numpy", "matplotlib", "ipywidgets", "xxhash", "jupyterlab", "triton"} <= names
-    dev = {re.split(r"[<>=;\[ ]", d)[0].lower() for d in pyproject()["project"]["optional-dependencies"]["dev"]}
+    extras = pyproject()["project"]["optional-dependencies"]
+    dev = {re.split(r"[<>=;\[ ]", d)[0].lower() for d in extras["dev"]}
     assert {"pytest", "nbval", "nbclient", "ruff"} <= dev
 
 

@@ -1,15 +1,12 @@
 """The block map and its stepper (notebook 02; reused by 07/08): colours follow BlockPool, buttons step."""
 from __future__ import annotations
 
-import os
 import time
 
-os.environ.setdefault("MPLBACKEND", "Agg")
+import pytest
+from matplotlib.figure import Figure
 
-import pytest  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-
-from pagedkv_lib.viz import block_map as bm  # noqa: E402
+from pagedkv_lib.viz import block_map as bm
 
 
 def test_worked_example_frames_follow_the_block_pool():

@@ -1,18 +1,15 @@
 """The notebook-01 explorer: its sliders redraw text and picture to what pagedkv_lib.workload computes."""
 from __future__ import annotations
 
-import os
 import time
 
-os.environ.setdefault("MPLBACKEND", "Agg")
+import numpy as np
+import pytest
+from matplotlib.figure import Figure
 
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-
-from pagedkv_lib.fragmentation import simulate_fragmentation  # noqa: E402
-from pagedkv_lib.viz import memory_plots as mp  # noqa: E402
-from pagedkv_lib.workload import make_workload, utilization_paged, waste_breakdown  # noqa: E402
+from pagedkv_lib.fragmentation import simulate_fragmentation
+from pagedkv_lib.viz import memory_plots as mp
+from pagedkv_lib.workload import make_workload, utilization_paged, waste_breakdown
 
 
 @pytest.fixture(scope="module")

@@ -1,17 +1,14 @@
 """Slot pictures (notebooks 03, 04): the walk's numbers; explorers redraw what slot_mapping computes."""
 from __future__ import annotations
 
-import os
 import time
 
-os.environ.setdefault("MPLBACKEND", "Agg")
+import numpy as np
+import pytest
+from matplotlib.figure import Figure
 
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-
-from pagedkv_lib.slot_mapping import slot_mapping_for  # noqa: E402
-from pagedkv_lib.viz import slots as sv  # noqa: E402
+from pagedkv_lib.slot_mapping import slot_mapping_for
+from pagedkv_lib.viz import slots as sv
 
 
 def test_walk_at_block_size_4_is_the_course_example():

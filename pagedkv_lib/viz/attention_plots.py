@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 from ..attention import paged_attention_varlen
 from ..paged_batch import make_paged_batch, round_robin_tables
 from ..reference import sdpa_batch
-from .block_map import FREE_COLOR, figure_png, owner_colors
+from .block_map import FREE_COLOR, figure_png, owner_colors, picture_widget
 
 OTHER = "#FFFFFF"                              # another sequence's keys: never read
 AXES_RECT = (0.11, 0.12, 0.87, 0.70)           # fixed margins: no tight_layout, cheap to redraw
@@ -107,7 +107,7 @@ class VarlenExplorer:
         self.heads, self.seed = (num_heads, num_kv_heads, head_dim), seed
         self.block_size = widgets.SelectionSlider(options=self.BLOCK_SIZES, value=block_size,
                                                   description="block size")
-        self.text, self.image = widgets.HTML(), widgets.Image(format="png")
+        self.text, self.image = widgets.HTML(), picture_widget()
         for w, css in ((self.block_size, "pagedkv-varlen-block-size"), (self.text, "pagedkv-varlen-text"),
                        (self.image, "pagedkv-varlen-mask")):
             w.add_class(css)

@@ -36,6 +36,14 @@ def figure_png(fig: Figure) -> bytes:
     return buf.getvalue()
 
 
+def picture_widget():
+    """An ipywidgets.Image for `figure_png` bytes, shown at its own size: in a VBox (a flex column) a plain
+    Image is stretched to the output's width and blurred; `align_self` keeps it at the figure's pixels."""
+    import ipywidgets as widgets
+
+    return widgets.Image(format="png", layout=widgets.Layout(align_self="flex-start"))
+
+
 def legend_html(names, keys=None) -> str:
     """A legend for a widget's HTML line: a coloured square and a name per owner key (default 0, 1, ...)."""
     keys = range(len(names)) if keys is None else keys
@@ -140,7 +148,7 @@ class BlockMapStepper:
         self.step_button = widgets.Button(description="step", icon="step-forward")
         self.back_button = widgets.Button(description="back", icon="step-backward")
         self.text = widgets.HTML()
-        self.image = widgets.Image(format="png")
+        self.image = picture_widget()
         self.step_button.add_class("pagedkv-step")
         self.back_button.add_class("pagedkv-back")
         self.text.add_class("pagedkv-step-description")

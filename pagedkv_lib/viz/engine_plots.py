@@ -21,7 +21,7 @@ from matplotlib.ticker import MaxNLocator
 
 from pagedkv_lib.memory import KiB, kv_bytes_per_token
 from pagedkv_lib.serving_sim import simulate_serving
-from pagedkv_lib.viz.block_map import BlockMapStepper, Frame, draw_block_map, figure_png
+from pagedkv_lib.viz.block_map import BlockMapStepper, Frame, draw_block_map, figure_png, picture_widget
 from pagedkv_lib.viz.prefix_cache import RELEASED, SHARED, block_state
 from pagedkv_lib.workload import make_workload
 
@@ -139,15 +139,21 @@ class EngineStepper(BlockMapStepper):
 # ----------------------------------------------------------------------------------------------------------
 # the serving simulation (no model): paged vs reserve-max-length
 
+MAX_POINTS = 500  # points drawn per curve
+
+
 def draw_serving(ax_run, ax_mem, results: dict) -> None:
     """Running requests (ax_run) and used / allocated KV slots (ax_mem) over the steps, per policy."""
     for ax in (ax_run, ax_mem):
         ax.clear()
     for policy, r in results.items():
         c = COLORS[policy]
-        ax_run.plot(r.num_running, color=c, lw=1, label=f"{policy}: {r.mean_concurrency:.1f} on average")
-        ax_mem.plot(r.allocated_tokens / 1e3, color=c, lw=1, ls="--")
-        ax_mem.plot(r.used_tokens / 1e3, color=c, lw=1)
+        every = max(1, len(r.num_running) // MAX_POINTS)        # a redraw costs per point, the eye does not
+        steps = np.arange(0, len(r.num_running), every)
+        ax_run.plot(steps, r.num_running[::every], color=c, lw=1,
+                    label=f"{policy}: {r.mean_concurrency:.1f} on average")
+        ax_mem.plot(steps, r.allocated_tokens[::every] / 1e3, color=c, lw=1, ls="--")
+        ax_mem.plot(steps, r.used_tokens[::every] / 1e3, color=c, lw=1)
     budget = next(iter(results.values())).budget_tokens
     ax_mem.axhline(budget / 1e3, color="k", lw=0.6)
     ax_run.set_ylabel("running", fontsize=8)
@@ -159,6 +165,7 @@ def draw_serving(ax_run, ax_mem, results: dict) -> None:
     ax_mem.legend(handles=legend, fontsize=7, loc="upper right")
     for ax in (ax_run, ax_mem):
         ax.tick_params(labelsize=7)
+        ax.locator_params(nbins=4)           # tick labels are most of a redraw's cost
 
 
 def serving_summary(results: dict) -> str:
@@ -191,7 +198,7 @@ class ServingExplorer:
                                         continuous_update=False)
         self.block_size = widgets.IntSlider(value=block_size, min=1, max=256, description="block size",
                                             continuous_update=False)
-        self.text, self.image = widgets.HTML(), widgets.Image(format="png")
+        self.text, self.image = widgets.HTML(), picture_widget()
         for w, css in ((self.budget, "pagedkv-budget"), (self.block_size, "pagedkv-block-size"),
                        (self.text, "pagedkv-serving-summary"), (self.image, "pagedkv-serving-plot")):
             w.add_class(css)

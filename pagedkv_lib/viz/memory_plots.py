@@ -14,7 +14,7 @@ from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from pagedkv_lib.viz.block_map import figure_png
+from pagedkv_lib.viz.block_map import figure_png, picture_widget
 from pagedkv_lib.workload import make_workload, utilization_paged, utilization_reserved, waste_breakdown
 
 COLORS = {"used": "#2ca02c", "tail": "#d62728", "rest": "#c7c7c7"}
@@ -89,7 +89,7 @@ class UtilizationExplorer:
                                             continuous_update=False)
         self.requests = widgets.IntSlider(value=num_requests, min=10, max=1000, step=10,
                                           description="requests", continuous_update=False)
-        self.text, self.image = widgets.HTML(), widgets.Image(format="png")
+        self.text, self.image = widgets.HTML(), picture_widget()
         for w, css in ((self.block_size, "pagedkv-block-size"), (self.requests, "pagedkv-requests"),
                        (self.text, "pagedkv-utilization"), (self.image, "pagedkv-waste-plot")):
             w.add_class(css)

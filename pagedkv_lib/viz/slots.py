@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 
 from pagedkv_lib.paged_batch import make_paged_batch
 from pagedkv_lib.slot_mapping import compute_slot_mapping, slot_mapping_for
-from pagedkv_lib.viz.block_map import FREE_COLOR, figure_png, legend_html, owner_colors
+from pagedkv_lib.viz.block_map import FREE_COLOR, figure_png, legend_html, owner_colors, picture_widget
 
 MAX_CELL_LINES = 512                                # thin lines between cells up to this many cells
 FREE, ALLOCATED, FILLED, MARKED = 0, 1, 2, 3       # slot states, darkest last
@@ -189,7 +189,7 @@ class SlotWalkExplorer:
         self.block_size = widgets.SelectionSlider(options=self.BLOCK_SIZES, value=block_size,
                                                   description="block size")
         self.step = widgets.ToggleButtons(options=self.STEPS, value=step, description="step")
-        self.text, self.image = widgets.HTML(), widgets.Image(format="png")
+        self.text, self.image = widgets.HTML(), picture_widget()
         for w, css in ((self.block_size, "pagedkv-slot-block-size"), (self.step, "pagedkv-slot-step"),
                        (self.text, "pagedkv-slot-text"), (self.image, "pagedkv-slots")):
             w.add_class(css)
@@ -249,7 +249,7 @@ class DecodeReadExplorer:
         self._syncing = False
         self.block_size = widgets.SelectionSlider(options=self.BLOCK_SIZES, value=block_size,
                                                   description="block size")
-        self.text, self.image = widgets.HTML(), widgets.Image(format="png")
+        self.text, self.image = widgets.HTML(), picture_widget()
         for w, css in ((self.block_size, "pagedkv-read-block-size"), (self.text, "pagedkv-read-text"),
                        (self.image, "pagedkv-decode-reads")):
             w.add_class(css)
