@@ -98,7 +98,8 @@ print(describe_environment())
 # on your machine.
 
 # %%
-# NBVAL_IGNORE_OUTPUT: versions and hardware differ from machine to machine
+# NBVAL_IGNORE_OUTPUT
+# (versions and hardware differ from machine to machine)
 import platform
 
 import torch
@@ -163,7 +164,8 @@ print(pk.slot_mapping_for(block_table=[7, 2], positions=list(range(6)), block_si
 # with your own status in the last column:
 
 # %%
-# NBVAL_IGNORE_OUTPUT: the status column is your own progress, which differs from one learner to the next
+# NBVAL_IGNORE_OUTPUT
+# (the status column is your own progress, which differs from one learner to the next)
 import subprocess
 
 from pagedkv_lib.judge.registry import ROOT
