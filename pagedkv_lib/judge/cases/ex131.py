@@ -1,0 +1,152 @@
+"""Cases of exercise 131, paged decode attention in Triton: exercise 125's cases and checks, with guards.
+
+Device "cpu": exercise 125's fixed cases, Triton cases (a tile that runs past a full last block into the -1
+padding, blocks larger than a tile, odd groups and head dims, scores large enough to overflow exp without
+the running max) and short random ones, in Triton's interpreter; "cuda": long contexts, natively.
+Every cache is a view into a buffer with a NaN block before and after it (block -1 lands in the first), and
+every block table a view into one with -1 rows after it, so a kernel that follows the -1 padding or reads
+past a table row gets NaN, and the check names the mistake (`attention.check_attention`).
+Symbols as in ex125: B sequences, H / H_kv heads, D head_dim, N blocks, S block_size, M table width.
+"""
+from __future__ import annotations
+
+import random
+import sys
+
+import torch
+
+from ...attention import paged_attention_decode as _oracle
+from ..outcome import Outcome
+from . import Case, ex125, ex130, fresh, observe
+from .attention import check_attention, make_case
+from .ex130 import guarded, to_device, where
+
+NAME = "paged_attention_decode_triton"
+EXTRA = [  # name, context_lens, block_size, H, H_kv, D, options (make_case's)
+    ("tile_runs_into_the_padding", [8, 16, 4], 4, 4, 2, 8, {"extra_padding": 3, "exact_pool": True}),
+    ("block_bigger_than_a_tile", [40, 100, 64], 64, 4, 2, 8, {"extra_padding": 1}),
+    ("odd_group_and_head_dim", [13, 30], 4, 6, 2, 12, {"extra_padding": 2}),
+    ("scores_overflow_without_the_max", [50, 9], 16, 4, 1, 64, {"scale": 4.0}),
+    ("many_tiles_fp16", [300], 16, 4, 2, 16, {"dtype": "fp16", "extra_padding": 2}),
+]
+CUDA = [  # long contexts natively: name, context_lens, block_size, H, H_kv, D, options
+    ("bf16_gqa4_4096", [4096, 4095, 4097, 1], 16, 32, 8, 128, {"dtype": "bf16", "extra_padding": 2}),
+    ("fp16_block_size_256", [3000, 257, 1024], 256, 32, 8, 128, {"dtype": "fp16", "extra_padding": 1}),
+    ("fp32_gqa8_block_size_1", [700, 33], 1, 16, 2, 64, {"extra_padding": 3}),
+    ("bf16_no_gqa_head_dim_80", [1500, 17, 2048], 64, 8, 8, 80, {"dtype": "bf16"}),
+    ("bf16_huge_garbage", [2000, 5], 16, 32, 8, 128, {"dtype": "bf16", "garbage": "huge", "exact_pool": True,
+                                                      "extra_padding": 4}),
+]
+RANDOM = 4
+TABLE_GUARD = 512   # entries of -1 after the last table row: a tile of up to 512 tokens that runs past the
+                    # end of the last row reads -1 there (then NaN), rather than memory outside the table
+
+
+def build(seed: int, device: str = "cpu") -> list[Case]:
+    ex130.tell_children(device)
+    fixed = CUDA if device == "cuda" else ex125.FIXED + EXTRA
+    prefix = "cuda" if device == "cuda" else "fixed"
+    cases = [make_case(f"{prefix}/{n}", lens, None, bs, H, H_kv, D, seed=400 + i, **opt)
+             for i, (n, lens, bs, H, H_kv, D, opt) in enumerate(fixed)]
+    rng = random.Random(f"131/{seed}/{device}")
+    longest = 5000 if device == "cuda" else 70
+    for i in range(RANDOM):
+        H_kv = rng.choice([1, 2, 4, 8] if device == "cuda" else [1, 2])
+        H = H_kv * rng.choice([1, 2, 3, 4, 8])
+        opt = {"dtype": rng.choice(["fp32", "fp16", "bf16"]), "garbage": rng.choice(["nan", "huge"]),
+               "extra_padding": rng.randint(0, 2), "exact_pool": rng.random() < 0.5,
+               "scale": rng.choice([None, rng.uniform(0.05, 1.0)])}
+        lens = [rng.randint(1, longest) for _ in range(rng.randint(1, 4))]
+        D = rng.choice([64, 128] if device == "cuda" else [4, 8, 16])
+        cases.append(make_case(f"random/{i}", lens, None, rng.choice([1, 4, 16, 256]), H, H_kv, D,
+                               seed=500 + i, **opt))
+    for case in cases:
+        a = case.args
+        B, M = a["block_tables"].shape
+        table = torch.full((B + 1 + TABLE_GUARD // M, M), -1, dtype=torch.int32)   # [B + guard rows, M]
+        table[:B] = a["block_tables"]
+        a.update(device=device, k_cache=guarded(a["k_cache"]), v_cache=guarded(a["v_cache"]),
+                 block_tables=table[:B])
+        case.show.insert(0, f"{NAME}(q, k_cache, v_cache, block_tables, context_lens, scale):")
+        case.show.append("the caches lie between NaN guard blocks (block -1 is the one before), and the "
+                         "table is followed by rows of -1")
+    return cases
+
+
+def run(ns, case: Case) -> dict:
+    device = where(ns, NAME, _oracle, case)
+    a = fresh(case.args)
+    q, lens = a["q"].to(device), a["seq_lens"].to(device)
+    k_cache, v_cache, tables = (to_device(a[k], device) for k in ("k_cache", "v_cache", "block_tables"))
+    out = ex130.call(ns[NAME], q, k_cache, v_cache, tables, lens, a["scale"])
+    inputs = [ex130.fingerprint(t) for t in (q, k_cache, v_cache, tables, lens)]   # read-only: unchanged?
+    return {"out": observe(out), "inputs": inputs}
+
+
+def check(case: Case, expected: dict, got: dict) -> Outcome:
+    """Exercise 125's check, with a hint for the Triton way of reading garbage: an unmasked load."""
+    outcome = check_attention(case, expected, got)
+    out = got.get("out")
+    if not outcome.passed and isinstance(out, torch.Tensor) and out.is_floating_point() and out.isnan().any():
+        also = " It matches reading one token too many." if "too many" in outcome.hint else ""
+        outcome.hint = ("NaN in the output: a cache row past the context was read (the last block's tail, or "
+                        "block -1 through the table's padding, which lies just before the cache). Mask the "
+                        "K/V loads, and the block-table load, at positions >= context_len; masking only the "
+                        "scores is not enough, since 0 * NaN = NaN." + also)
+    elif not outcome.passed and outcome.hint.startswith("gather each sequence"):
+        outcome.hint += ("; in a kernel, check the online softmax: when the running max grows from m to m', "
+                         "scale l and acc by exp(m - m') before adding the new tile")
+    return outcome
+
+
+# ----------------------------------------------------------------------------------------------------------
+# the benchmark: ex130.run_bench times the submission here and the library's kernel in a fresh process
+
+def bench(ns, device: str) -> dict:
+    """Decode of B sequences of 4096 tokens, bf16, H = 32, H_kv = 8, D = 128, block size 16."""
+    return ex130.run_bench(ns, device, sys.modules[__name__])
+
+
+BENCH = {f"B={B} x 4096 tokens": B for B in (1, 8, 64)}
+
+
+def bench_inputs(label: str, device: str = "cuda", L: int = 4096):
+    """(arguments, bytes moved) of one benchmark shape, the same in every process (seeded on the GPU)."""
+    B, H, H_kv, D, S = BENCH[label], 32, 8, 128, 16
+    M = L // S
+    gen = torch.Generator(device=device).manual_seed(B)
+    q = torch.randn(B, H, D, device=device, generator=gen).bfloat16()                      # [B, H, D]
+    k_cache = torch.randn(B * M, S, H_kv, D, device=device, generator=gen).bfloat16()      # [N, S, H_kv, D]
+    v_cache = torch.randn(B * M, S, H_kv, D, device=device, generator=gen).bfloat16()
+    tables = torch.randperm(B * M, device=device, generator=gen).view(B, M).to(torch.int32)  # [B, M]
+    lens = torch.full((B,), L, dtype=torch.int32, device=device)                           # [B]
+    return (q, k_cache, v_cache, tables, lens, D**-0.5), 2 * B * L * H_kv * D * 2 + 2 * B * H * D * 2
+
+
+def bench_correct(fn, args) -> bool:
+    """`fn`'s output against fp32 SDPA on the gathered K/V (full tables), relative error under 2e-2."""
+    q, k_cache, v_cache, tables, lens, scale = args
+    B, H, D = q.shape
+    H_kv = k_cache.shape[2]
+    out = fn(*args).float()                                          # [B, H, D]
+    k, v = (c[tables.long()].flatten(1, 2).transpose(1, 2).float()   # [B, M, S, H_kv, D] -> [B, H_kv, L, D]
+            for c in (k_cache, v_cache))
+    qg = q.float().view(B, H_kv, H // H_kv, D)                       # [B, H_kv, G, D]: the group as queries
+    ref = torch.nn.functional.scaled_dot_product_attention(qg, k, v, scale=scale).reshape(B, H, D)
+    return bool((out - ref).norm() / ref.norm() < 2e-2)
+
+
+def library_kernel():
+    """The library's unchecked launcher, its configuration chosen once per shape."""
+    from ...kernels.decode_attention import choose_config, launch_decode_attention
+
+    num_sms, configs = torch.cuda.get_device_properties(0).multi_processor_count, {}
+
+    def launch(q, k_cache, v_cache, tables, lens, scale):
+        shape = (*q.shape, k_cache.shape[2], tables.shape[1] * k_cache.shape[1])  # B, H, D, H_kv, max tokens
+        if shape not in configs:
+            B, H, D, H_kv, tokens = shape
+            configs[shape] = choose_config(B, H, H_kv, D, tokens, num_sms=num_sms, interpreted=False)
+        return launch_decode_attention(q, k_cache, v_cache, tables, lens, scale, configs[shape])
+
+    return launch
