@@ -37,3 +37,15 @@ def test_readme_commands_exist_in_the_makefile_and_ci_runs_the_test_command():
     for target in ("lab", "test"):
         assert f"make {target}" in readme and re.search(rf"^{target}:", make, re.M)
     assert "make test" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_ruff_is_clean_over_the_repo():
+    """The lint `make lint` runs, kept in the test command so a lint regression fails CI."""
+    import shutil
+    import subprocess
+
+    ruff = shutil.which("ruff", path=str(Path(sys.executable).parent)) or shutil.which("ruff")
+    if ruff is None:
+        pytest.skip("ruff is not installed (it comes with the [dev] extra)")
+    done = subprocess.run([ruff, "check", "--quiet", "."], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-1000:]

@@ -3,9 +3,10 @@
 Triton reads `TRITON_INTERPRET` when `@triton.jit` decorates a kernel (triton 3.x: `triton.knobs.runtime.
 interpret`, looked up from os.environ at that moment), and the interpreter also patches parts of
 `triton.language` when triton is first imported, so the choice must be made before `import triton`
-anywhere in the process (the judge sets it before it forks its graders). `pagedkv_lib.kernels/__init__.py` calls `configure()` first; every kernel module lives under
-that package, so Python runs it before them. The interpreter runs each program as numpy code on CPU
-tensors: right for learning and testing, far too slow to time.
+anywhere in the process (the judge sets it before it forks its graders). `pagedkv_lib.kernels/__init__.py`
+calls `configure()` first; every kernel module lives under that package, so Python runs it before them.
+The interpreter runs each program as numpy code on CPU tensors: right for learning and testing, far too
+slow to time.
 """
 from __future__ import annotations
 
