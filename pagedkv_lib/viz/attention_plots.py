@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 from ..attention import paged_attention_varlen
 from ..paged_batch import make_paged_batch, round_robin_tables
 from ..reference import sdpa_batch
-from .block_map import FREE_COLOR, figure_png, owner_colors, picture_widget
+from .block_map import FREE_COLOR, bench_cycle, figure_png, owner_colors, picture_widget
 
 OTHER = "#FFFFFF"                              # another sequence's keys: never read
 AXES_RECT = (0.11, 0.12, 0.87, 0.70)           # fixed margins: no tight_layout, cheap to redraw
@@ -144,17 +144,10 @@ class VarlenExplorer:
         return self.summary
 
 
-def _bench_varlen():
-    state = {"i": 0}
-
-    def call():
-        if "x" not in state:
-            state["x"] = VarlenExplorer()
-        state["i"] = (state["i"] + 1) % len(VarlenExplorer.BLOCK_SIZES)
-        state["x"].cache.clear()                            # time the first visit, not the cached one
-        state["x"].update(VarlenExplorer.BLOCK_SIZES[state["i"]])
-
-    return call
+def _first_visit(explorer, block_size) -> None:
+    explorer.cache.clear()                                  # time the first visit, not the cached one
+    explorer.update(block_size)
 
 
-BENCH_CALLBACKS = {"attention_plots.VarlenExplorer.update": _bench_varlen()}
+BENCH_CALLBACKS = {"attention_plots.VarlenExplorer.update": bench_cycle(VarlenExplorer, _first_visit,
+                                                                      VarlenExplorer.BLOCK_SIZES)}

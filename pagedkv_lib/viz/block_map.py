@@ -192,16 +192,24 @@ WORKED_EXAMPLE = [("allocate", "A", 3), ("allocate", "B", 2), ("free", "A"), ("a
                   ("allocate", "D", 3), ("free", "B")]
 
 
-def _bench_stepper():
-    state = {}
+def bench_cycle(make, apply, values=(None,)):
+    """A zero-argument callable for benchmarks/bench_notebooks.py: builds its widget with `make()` on the
+    first call, then each call does `apply(widget, value)` with the next of `values` (cycling)."""
+    state = {"i": 0}
 
     def call():
-        if "s" not in state:
-            state["s"] = BlockMapStepper(pool_frames(8, WORKED_EXAMPLE))
-        s = state["s"]
-        s.show((s.index + 1) % len(s.frames))
+        if "x" not in state:
+            state["x"] = make()
+        state["i"] = (state["i"] + 1) % len(values)
+        apply(state["x"], values[state["i"]])
 
     return call
 
 
-BENCH_CALLBACKS = {"block_map.BlockMapStepper.step": _bench_stepper()}
+def step_forward(stepper, _value=None) -> None:
+    """Show a stepper's next frame, wrapping around (the `apply` of a stepper's bench_cycle)."""
+    stepper.show((stepper.index + 1) % len(stepper.frames))
+
+
+BENCH_CALLBACKS = {"block_map.BlockMapStepper.step": bench_cycle(
+    lambda: BlockMapStepper(pool_frames(8, WORKED_EXAMPLE)), step_forward)}

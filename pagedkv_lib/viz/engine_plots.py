@@ -21,7 +21,14 @@ from matplotlib.ticker import MaxNLocator
 
 from pagedkv_lib.memory import KiB, kv_bytes_per_token
 from pagedkv_lib.serving_sim import simulate_serving
-from pagedkv_lib.viz.block_map import BlockMapStepper, Frame, draw_block_map, figure_png, picture_widget
+from pagedkv_lib.viz.block_map import (
+    BlockMapStepper,
+    Frame,
+    bench_cycle,
+    draw_block_map,
+    figure_png,
+    picture_widget,
+)
 from pagedkv_lib.viz.prefix_cache import RELEASED, SHARED, block_state
 from pagedkv_lib.workload import make_workload
 
@@ -249,17 +256,5 @@ def draw_throughput_sweep(ax, requests, budgets_k, block_size: int = 16, max_len
     return out
 
 
-def _bench_explorer():
-    state = {"i": 0}
-    values = [(64, 16), (256, 16), (32, 1), (128, 256)]
-
-    def call():
-        if "x" not in state:
-            state["x"] = ServingExplorer()
-        state["i"] = (state["i"] + 1) % len(values)
-        state["x"].update(*values[state["i"]])
-
-    return call
-
-
-BENCH_CALLBACKS = {"engine_plots.ServingExplorer.update": _bench_explorer()}
+BENCH_CALLBACKS = {"engine_plots.ServingExplorer.update": bench_cycle(
+    ServingExplorer, lambda x, v: x.update(*v), [(64, 16), (256, 16), (32, 1), (128, 256)])}

@@ -14,7 +14,7 @@ from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from pagedkv_lib.viz.block_map import figure_png, picture_widget
+from pagedkv_lib.viz.block_map import bench_cycle, figure_png, picture_widget
 from pagedkv_lib.workload import make_workload, utilization_paged, utilization_reserved, waste_breakdown
 
 COLORS = {"used": "#2ca02c", "tail": "#d62728", "rest": "#c7c7c7"}
@@ -172,17 +172,5 @@ def draw_queue(ax, results: dict) -> None:
     ax.legend(fontsize=8)
 
 
-def _bench_explorer():
-    state = {"i": 0}
-    values = [(16, 200), (64, 500), (1, 1000), (256, 10)]
-
-    def call():
-        if "x" not in state:
-            state["x"] = UtilizationExplorer()
-        state["i"] = (state["i"] + 1) % len(values)
-        state["x"].update(*values[state["i"]])
-
-    return call
-
-
-BENCH_CALLBACKS = {"memory_plots.UtilizationExplorer.update": _bench_explorer()}
+BENCH_CALLBACKS = {"memory_plots.UtilizationExplorer.update": bench_cycle(
+    UtilizationExplorer, lambda x, v: x.update(*v), [(16, 200), (64, 500), (1, 1000), (256, 10)])}

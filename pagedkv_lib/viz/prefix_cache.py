@@ -19,7 +19,14 @@ from matplotlib.patches import ConnectionPatch, Rectangle
 
 from pagedkv_lib.block_manager import BlockManager
 from pagedkv_lib.sequence import Sequence
-from pagedkv_lib.viz.block_map import BlockMapStepper, Frame, draw_block_map, owner_colors
+from pagedkv_lib.viz.block_map import (
+    BlockMapStepper,
+    Frame,
+    bench_cycle,
+    draw_block_map,
+    owner_colors,
+    step_forward,
+)
 
 SHARED, RELEASED = 9, 7                       # owner keys (tab10: cyan, grey) for shared / released blocks
 STATES = ("free", "allocated", "shared", "released")
@@ -202,21 +209,10 @@ def plot_block_lifecycle(ax, frames: list[TablesFrame], block: int):
     return colors
 
 
-def _bench_stepper(frames_fn):
-    state = {}
-
-    def call():
-        if "s" not in state:
-            state["s"] = TablesStepper(frames_fn())
-        s = state["s"]
-        s.show((s.index + 1) % len(s.frames))
-
-    return call
-
-
 SYSTEM_PROMPT = list(range(100, 108))          # 8 tokens: two full blocks at block size 4
 STORY = [("allocate", "A", SYSTEM_PROMPT + [201, 202, 203]), ("allocate", "B", SYSTEM_PROMPT + [301, 302]),
          ("deallocate", "A"), ("deallocate", "B"), ("allocate", "C", SYSTEM_PROMPT + [401]),
          ("deallocate", "C"), ("allocate", "D", list(range(500, 530))), ("deallocate", "D")]
 
-BENCH_CALLBACKS = {"prefix_cache.TablesStepper.step": _bench_stepper(lambda: manager_frames(8, 4, STORY))}
+BENCH_CALLBACKS = {"prefix_cache.TablesStepper.step": bench_cycle(
+    lambda: TablesStepper(manager_frames(8, 4, STORY)), step_forward)}

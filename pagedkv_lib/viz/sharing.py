@@ -12,6 +12,7 @@ from __future__ import annotations
 from pagedkv_lib.block_pool import BlockPool
 from pagedkv_lib.copy_on_write import append_slot
 from pagedkv_lib.kv_cache import allocate_kv_cache
+from pagedkv_lib.viz.block_map import bench_cycle, step_forward
 from pagedkv_lib.viz.prefix_cache import SHARED, TablesFrame, TablesStepper
 
 
@@ -97,16 +98,5 @@ PARALLEL_SAMPLING = [("allocate", "P", 10), ("fork", "P", "S1"), ("fork", "P", "
                      ("append", "S1"), ("append", "S1"), ("free", "S2")]
 
 
-def _bench_stepper():
-    state = {}
-
-    def call():
-        if "s" not in state:
-            state["s"] = TablesStepper(cow_frames(8, 4, PARALLEL_SAMPLING))
-        s = state["s"]
-        s.show((s.index + 1) % len(s.frames))
-
-    return call
-
-
-BENCH_CALLBACKS = {"sharing.TablesStepper.step": _bench_stepper()}
+BENCH_CALLBACKS = {"sharing.TablesStepper.step": bench_cycle(
+    lambda: TablesStepper(cow_frames(8, 4, PARALLEL_SAMPLING)), step_forward)}

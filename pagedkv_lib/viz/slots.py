@@ -18,7 +18,14 @@ from matplotlib.figure import Figure
 
 from pagedkv_lib.paged_batch import make_paged_batch
 from pagedkv_lib.slot_mapping import compute_slot_mapping, slot_mapping_for
-from pagedkv_lib.viz.block_map import FREE_COLOR, figure_png, legend_html, owner_colors, picture_widget
+from pagedkv_lib.viz.block_map import (
+    FREE_COLOR,
+    bench_cycle,
+    figure_png,
+    legend_html,
+    owner_colors,
+    picture_widget,
+)
 
 MAX_CELL_LINES = 512                                # thin lines between cells up to this many cells
 FREE, ALLOCATED, FILLED, MARKED = 0, 1, 2, 3       # slot states, darkest last
@@ -279,19 +286,12 @@ class DecodeReadExplorer:
         self.image.value = figure_png(self.fig)
 
 
-def _cycle(make, values):
-    state = {"i": 0}
-
-    def call():
-        if "x" not in state:
-            state["x"] = make()
-        state["i"] = (state["i"] + 1) % len(values)
-        state["x"].update(values[state["i"]])
-
-    return call
+def _update(explorer, block_size) -> None:
+    explorer.update(block_size)
 
 
 BENCH_CALLBACKS = {
-    "slots.SlotWalkExplorer.update": _cycle(SlotWalkExplorer, SlotWalkExplorer.BLOCK_SIZES),
-    "slots.DecodeReadExplorer.update": _cycle(DecodeReadExplorer, DecodeReadExplorer.BLOCK_SIZES),
+    "slots.SlotWalkExplorer.update": bench_cycle(SlotWalkExplorer, _update, SlotWalkExplorer.BLOCK_SIZES),
+    "slots.DecodeReadExplorer.update": bench_cycle(DecodeReadExplorer, _update,
+                                                   DecodeReadExplorer.BLOCK_SIZES),
 }
