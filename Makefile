@@ -4,6 +4,7 @@
 PYTHON ?= python3
 TORCH ?= torch==2.13.0
 VENV := .venv
+LAB_ARGS ?=
 BIN := $(VENV)/bin
 
 .PHONY: lab test lint notebooks bench clean
@@ -22,8 +23,17 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 # jupyter refuses to start as root without --allow-root (containers, CI); other users never need it
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
+# The repository root is Lab's root (practice/ shows in its file browser), notebook 00 opens first, and the
+# course's .venv is active in Lab's kernels and terminals, so `python practice/judge.py 127` in a Lab
+# terminal runs the course's python. Terminals start bash with an rc file that reads ~/.bashrc and then
+# activates .venv (a login shell would put the system's python back in front).
+LAB_RC := $(VENV)/lab_bashrc
 lab: $(VENV)/.installed
-	$(BIN)/jupyter lab $(ROOT_FLAG) notebooks/00_start_here.ipynb
+	printf '[ -f ~/.bashrc ] && . ~/.bashrc\n. "%s/bin/activate"\n' "$(abspath $(VENV))" > $(LAB_RC)
+	PATH="$(abspath $(BIN)):$$PATH" VIRTUAL_ENV="$(abspath $(VENV))" \
+		$(BIN)/jupyter lab $(ROOT_FLAG) --ServerApp.root_dir="$(CURDIR)" \
+		--ServerApp.terminado_settings='{"shell_command": ["bash", "--rcfile", "$(abspath $(LAB_RC))", "-i"]}' \
+		$(LAB_ARGS) notebooks/00_start_here.ipynb
 
 test: $(VENV)/.installed
 	$(BIN)/python -m pytest

@@ -1,5 +1,16 @@
-"""Shared test setup: a non-interactive matplotlib backend; one torch thread (the test tensors are tiny,
-and on a loaded 2-core machine a second thread makes small ops many times slower)."""
+"""Shared test setup.
+
+- A non-interactive matplotlib backend; one torch thread (the test tensors are tiny, and on a loaded 2-core
+  machine a second thread makes small ops many times slower).
+- The judge's status file goes to a temporary file for the whole run, the notebooks that nbval executes
+  included (they inherit the environment): `practice/` is the learner's, and no test may change it. The
+  session fails if anything under `practice/` changed while the tests ran.
+"""
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+
 import matplotlib
 import torch
 
@@ -8,3 +19,25 @@ import torch
 matplotlib.use("Agg")
 
 torch.set_num_threads(1)
+
+PRACTICE = Path(__file__).resolve().parent.parent / "practice"
+_STATUS_DIR = tempfile.mkdtemp(prefix="pagedkv-test-status-")
+os.environ["PAGEDKV_JUDGE_STATUS"] = os.path.join(_STATUS_DIR, "status.json")
+
+
+def practice_digest() -> dict:
+    """Every file under practice/ (the status file and backups too) -> sha256 of its bytes."""
+    return {str(p.relative_to(PRACTICE)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(PRACTICE.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
+
+
+_BEFORE = practice_digest()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    after = practice_digest()
+    if after != _BEFORE:
+        changed = sorted(k for k in set(after) | set(_BEFORE) if after.get(k) != _BEFORE.get(k))
+        session.config.pluginmanager.get_plugin("terminalreporter").write_line(
+            f"ERROR: the tests changed the learner's practice/ folder: {changed}", red=True)
+        session.exitstatus = 1

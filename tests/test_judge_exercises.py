@@ -59,8 +59,14 @@ def test_12x_every_solution_passes_other_random_cases(seed):
         assert result.ok, (exercise_id, seed, result.first_failure)
 
 
-def test_12x_committed_stubs_are_generated_from_the_solutions():
-    assert not drifted(), "run: python -m pagedkv_lib.judge.stubs"
+def test_committed_stubs_are_generated_from_the_solutions():
+    """The COMMITTED practice/ files (git's HEAD) equal what the solutions generate; the working tree's
+    practice/ is the learner's and is not looked at."""
+    bad = drifted()
+    if bad is None:
+        pytest.skip("not a git checkout: no committed stubs to compare")
+    assert not bad, ("committed stubs differ from their solutions: a maintainer regenerates them with "
+                     "`python -m pagedkv_lib.judge.stubs` (it keeps any file that holds a learner's work)")
 
 
 @pytest.mark.parametrize("exercise_id", IDS)

@@ -3,8 +3,9 @@
     judge.py ID [FILE]                   grade FILE (default practice/ID_<slug>.py) against the hidden cases
     judge.py ID FILE1 FILE2 ... [--jobs N] [--csv PATH]   grade many submissions into one table
     judge.py --list                      every exercise, its difficulty and your status on it
+    judge.py --reset ID                  the stub of ID back in practice/ (your file is backed up beside it)
     --json  machine-readable results (schema in pagedkv_lib/judge/report.py)   --seed N  other random cases
-Exit status 0 only when every case of every graded file passes; 2 on a usage error.
+Exit status 0 only when every case of every graded file passes, 1 when one fails, 2 on a usage error.
 """
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ def main(argv=None) -> int:
     if args.list:
         print(list_text())
         return 0
+    if args.reset:
+        return _reset(args.id)
     if args.id is None:
         parser.print_usage(sys.stderr)
         print("judge.py: give an exercise id (or --list)", file=sys.stderr)
@@ -41,6 +44,10 @@ def main(argv=None) -> int:
     if device not in exercise.devices:
         print(f"judge.py: exercise {exercise.id} has cases for {', '.join(exercise.devices)}, not {device}",
               file=sys.stderr)
+        return 2
+    if device == "cuda" and not _cuda_available():
+        print("judge.py: --device cuda needs a CUDA GPU, and torch sees none here (grade on the CPU: leave "
+              "out --device)", file=sys.stderr)
         return 2
     if args.bench and not hasattr(exercise.cases(), "bench"):
         print(f"judge.py: exercise {exercise.id} has no benchmark", file=sys.stderr)
@@ -73,6 +80,33 @@ def _grade(exercise, files, args, device) -> int:
         text = report.to_csv(results)
         sys.stdout.write(text) if args.csv == "-" else Path(args.csv).write_text(text)
     return 0 if all(r.ok for r in results) else 1
+
+
+def _cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def _reset(exercise_id) -> int:
+    """`--reset ID`: the stub back in practice/, the learner's file kept as a backup beside it."""
+    from .stubs import write_stub
+
+    if exercise_id is None:
+        print("judge.py: --reset needs an exercise id, e.g. judge.py --reset 127", file=sys.stderr)
+        return 2
+    try:
+        exercise = registry.get(exercise_id)
+    except KeyError as err:
+        print(f"judge.py: {err.args[0]}", file=sys.stderr)
+        return 2
+    written = write_stub(exercise, force=True)
+    if written.action == "replaced":
+        print(f"practice/{exercise.filename} is the stub again; your version is saved as {written.backup}")
+    else:
+        how = "it already was" if written.action == "unchanged" else "written"
+        print(f"practice/{exercise.filename} is the stub ({how})")
+    return 0
 
 
 def _default_file(exercise) -> Path:
@@ -116,6 +150,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("id", nargs="?", help="exercise id, e.g. 127")
     p.add_argument("files", nargs="*", help="files to grade (default: practice/ID_<slug>.py)")
     p.add_argument("--list", action="store_true", help="list the exercises and your status")
+    p.add_argument("--reset", action="store_true",
+                   help="restore the stub of exercise ID in practice/ (your file is backed up beside it)")
     p.add_argument("--json", action="store_true", help="print machine-readable results")
     p.add_argument("--csv", metavar="PATH", help="also write one CSV row per file (- for stdout)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random cases (default 0)")

@@ -1,0 +1,47 @@
+"""A scratch copy of this repository for tests that act as a learner would: run the README's commands, edit
+practice/, grade. The copy holds the working tree's files (tracked, and untracked but not ignored) and is
+committed in a fresh git repository, so `git show HEAD:...` there sees what a clone of this tree would."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV_BIN = Path(sys.executable).parent
+
+
+def tree_files() -> list[str]:
+    done = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                          capture_output=True, check=True)
+    return [f for f in done.stdout.decode().split("\0") if f and (ROOT / f).is_file()]
+
+
+def make_scratch_repo(dest: Path) -> Path:
+    """Copy the working tree to `dest` and commit it there; returns `dest`."""
+    for rel in tree_files():
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / rel, target)
+    git = ["git", "-c", "user.name=learner", "-c", "user.email=learner@example.com"]
+    subprocess.run(["git", "init", "-q"], cwd=dest, check=True)
+    subprocess.run(["git", "add", "-A"], cwd=dest, check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "scratch copy"], cwd=dest, check=True)
+    return dest
+
+
+def learner_env(**extra) -> dict:
+    """The environment of a shell where the course's .venv is activated (its bin first on PATH)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    env["PATH"] = f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
+    env["VIRTUAL_ENV"] = str(VENV_BIN.parent)
+    env.update(extra)
+    return env
+
+
+def sh(command: str, cwd: Path, timeout: float = 300, **env) -> subprocess.CompletedProcess:
+    """Run `command` in bash as a learner would type it, in the activated environment."""
+    return subprocess.run(["bash", "-c", command], cwd=cwd, env=learner_env(**env), capture_output=True,
+                          text=True, timeout=timeout)

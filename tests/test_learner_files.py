@@ -1,0 +1,69 @@
+"""practice/ is the learner's: nothing the course ships overwrites a file there without --force and a backup.
+
+Each test works in a scratch copy of the repository (tests/scratch_repo.py), acting as a learner who solved
+an exercise and then followed our own advice.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from scratch_repo import make_scratch_repo, sh
+
+from pagedkv_lib.judge.registry import get
+from pagedkv_lib.judge.stubs import make_stub
+
+EX = get(127)
+
+
+@pytest.fixture(scope="module")
+def solved(tmp_path_factory) -> Path:
+    """A scratch repository where practice/127 holds the learner's (correct) work."""
+    repo = make_scratch_repo(tmp_path_factory.mktemp("repo"))
+    (repo / "practice" / EX.filename).write_text(EX.solution_path.read_text())
+    return repo
+
+
+def test_stub_writer_leaves_a_solved_file_untouched_and_says_so(solved):
+    target = solved / "practice" / EX.filename
+    before = target.read_text()
+    done = sh("python -m pagedkv_lib.judge.stubs", solved)
+    assert done.returncode == 0, done.stderr
+    assert target.read_text() == before
+    assert f"kept {target.relative_to(solved)}" in done.stdout or f"kept {target}" in done.stdout
+    assert "--force" in done.stdout
+    assert not list(target.parent.glob(f"{EX.filename}.bak-*"))
+
+
+def test_stub_writer_with_force_backs_the_file_up_first(tmp_path):
+    repo = make_scratch_repo(tmp_path / "repo")
+    target = repo / "practice" / EX.filename
+    target.write_text("# my work\n" + EX.solution_path.read_text())
+    done = sh(f"python -m pagedkv_lib.judge.stubs {EX.id} --force", repo)
+    assert done.returncode == 0, done.stderr
+    (backup,) = target.parent.glob(f"{EX.filename}.bak-*")
+    assert backup.read_text().startswith("# my work") and str(backup.name) in done.stdout
+    assert target.read_text() == make_stub(EX.solution_path.read_text(), EX.id)
+
+
+def test_stub_writer_regenerates_an_untouched_stub_after_a_maintainer_edits_the_solution(tmp_path):
+    repo = make_scratch_repo(tmp_path / "repo")
+    solution = repo / "solutions" / EX.filename
+    solution.write_text(solution.read_text().replace("class BlockPool:", "class BlockPool:  # edited", 1))
+    assert sh("python -m pagedkv_lib.judge.stubs", repo).returncode == 0
+    assert "# edited" in (repo / "practice" / EX.filename).read_text()
+    assert sh("python -m pagedkv_lib.judge.stubs --check", repo).returncode == 1   # not committed yet
+
+
+def test_judge_reset_restores_one_stub_with_a_backup(tmp_path):
+    repo = make_scratch_repo(tmp_path / "repo")
+    target = repo / "practice" / EX.filename
+    target.write_text("# half done\n")
+    done = sh(f"python practice/judge.py --reset {EX.id}", repo)
+    assert done.returncode == 0, done.stderr
+    (backup,) = target.parent.glob(f"{EX.filename}.bak-*")
+    assert backup.read_text() == "# half done\n" and backup.name in done.stdout
+    assert target.read_text() == make_stub(EX.solution_path.read_text(), EX.id)
+    again = sh(f"python practice/judge.py --reset {EX.id}", repo)
+    assert again.returncode == 0 and "already" in again.stdout
+    assert len(list(target.parent.glob(f"{EX.filename}.bak-*"))) == 1
