@@ -23,7 +23,7 @@ import torch.nn.functional as F
 import triton
 
 from pagedkv_lib.kernels import backend
-from pagedkv_lib.kernels.decode_attention import choose_config, launch_decode_attention
+from pagedkv_lib.kernels.triton_decode_attention import choose_config, launch_decode_attention
 
 H, H_KV, D, DTYPE = 32, 8, 128, torch.bfloat16
 SHAPES = [(1, 4096, 16), (8, 4096, 16), (64, 4096, 16), (128, 2048, 16), (32, 16384, 16), (256, 1024, 16),

@@ -56,8 +56,8 @@ def bench_engine(device: str, repeat: int, threads: int) -> None:
 
 
 def bench_simulation(repeat: int) -> None:
-    from pagedkv_lib.serving_sim import simulate_serving
-    from pagedkv_lib.workload import make_workload
+    from pagedkv_lib.studies.serving_sim import simulate_serving
+    from pagedkv_lib.studies.workload import make_workload
 
     requests = make_workload(10_000, seed=0)
     for policy in ("paged", "reserve"):

@@ -18,9 +18,9 @@ import torch
 import triton
 from bench_decode import L2_BYTES, measure_copy_bandwidth, time_eager, time_graph
 
+from pagedkv_lib.core.store_kvcache import store_kvcache
 from pagedkv_lib.kernels import backend
-from pagedkv_lib.kernels.store_kvcache import launch_store_kvcache, store_kvcache_triton
-from pagedkv_lib.store_kvcache import store_kvcache
+from pagedkv_lib.kernels.triton_store_kvcache import launch_store_kvcache, store_kvcache_triton
 
 H, H_KV, D, S, DTYPE = 32, 8, 128, 16, torch.bfloat16
 TOKENS = [1, 64, 256, 4096, 32768]

@@ -12,17 +12,17 @@ from __future__ import annotations
 import importlib
 
 _EXPORTS = {
-    "attention": ("paged_attention_decode", "paged_attention_varlen"),
-    "block_manager": ("Block", "BlockManager"),
-    "block_pool": ("BlockPool",),
-    "copy_on_write": ("append_slot", "copy_block"),
-    "kv_cache": ("allocate_kv_cache", "gather_kv", "layer_caches", "map_to_kernel_blocks"),
-    "model_inputs": ("ModelInputs", "prepare_decode", "prepare_prefill"),
-    "paged_batch": ("PagedBatch", "make_paged_batch", "pad_block_tables", "round_robin_tables"),
-    "reference": ("sdpa_batch", "sdpa_contiguous"),
-    "sequence": ("Sequence", "SequenceStatus"),
-    "slot_mapping": ("compute_slot_mapping", "slot_mapping_for"),
-    "store_kvcache": ("store_kvcache",),
+    "core.paged_attention": ("paged_attention_decode", "paged_attention_varlen"),
+    "core.block_manager": ("Block", "BlockManager"),
+    "core.block_pool": ("BlockPool",),
+    "core.copy_on_write": ("append_slot", "copy_block"),
+    "core.kv_cache": ("allocate_kv_cache", "gather_kv", "layer_caches", "map_to_kernel_blocks"),
+    "core.model_inputs": ("ModelInputs", "prepare_decode", "prepare_prefill"),
+    "testing.paged_batch": ("PagedBatch", "make_paged_batch", "pad_block_tables", "round_robin_tables"),
+    "testing.sdpa_reference": ("sdpa_batch", "sdpa_contiguous"),
+    "core.sequence": ("Sequence", "SequenceStatus"),
+    "core.slot_mapping": ("compute_slot_mapping", "slot_mapping_for"),
+    "core.store_kvcache": ("store_kvcache",),
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 __all__ = sorted(_WHERE)

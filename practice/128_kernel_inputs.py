@@ -2,16 +2,16 @@
 Grade: python practice/judge.py 128
 
 nano-vllm's `ModelRunner.prepare_prefill` / `prepare_decode` turn the scheduled sequences into the flat
-tensors the attention kernels read. Here they return a `ModelInputs` (pagedkv_lib.model_inputs) instead of
-setting a hidden global context. A `Sequence` (pagedkv_lib.sequence) has token_ids, num_tokens (== len),
-block_size, block_table (one physical block per logical block), num_cached_tokens (tokens whose K/V are
+tensors the attention kernels read. Here they return a `ModelInputs` (pagedkv_lib.core.model_inputs) instead
+of setting a hidden global context. A `Sequence` (pagedkv_lib.core.sequence) has token_ids, num_tokens (==
+len), block_size, block_table (one physical block per logical block), num_cached_tokens (tokens whose K/V are
 already in the cache) and num_scheduled_tokens (None: all uncached tokens; else a chunk of that many).
 Symbols: B sequences, T tokens computed this step, M longest block table.
 """
 from __future__ import annotations
 
-from pagedkv_lib.model_inputs import ModelInputs
-from pagedkv_lib.sequence import Sequence
+from pagedkv_lib.core.model_inputs import ModelInputs
+from pagedkv_lib.core.sequence import Sequence
 
 
 def prepare_prefill(seqs: list[Sequence], device="cpu") -> ModelInputs:

@@ -10,7 +10,7 @@ after every call, and overrides `compute_hash` in a subclass to force hash colli
 through `self.compute_hash`. The judge calls only the public methods; `_cached_blocks` and `_allocate_block`
 are suggested helpers.
 
-    blocks: list[Block]              Block (pagedkv_lib.block_manager) has block_id, ref_count, hash
+    blocks: list[Block]              Block (pagedkv_lib.core.block_manager) has block_id, ref_count, hash
                                      (-1 unless the block is full and hashed), token_ids
     hash_to_block_id: dict[int, int] hash of a full block -> the block that holds it
     free_block_ids: deque[int]       the free queue: allocate from the front, freed blocks to the back
@@ -25,8 +25,8 @@ import numpy as np
 import xxhash
 
 # END SOLUTION
-from pagedkv_lib.block_manager import Block
-from pagedkv_lib.sequence import Sequence
+from pagedkv_lib.core.block_manager import Block
+from pagedkv_lib.core.sequence import Sequence
 
 
 class BlockManager:

@@ -167,8 +167,8 @@ def wait_text(lab: Lab, locator, expected: list[str], what: str) -> str:
 # --- notebook 01: the utilization explorer --------------------------------------------------------------
 
 def expected_utilization(block_size: int, num_requests: int) -> list[str]:
-    """What notebook 01's line must say, straight from pagedkv_lib.workload."""
-    from pagedkv_lib.workload import make_workload, utilization_paged, utilization_reserved
+    """What notebook 01's line must say, straight from pagedkv_lib.studies.workload."""
+    from pagedkv_lib.studies.workload import make_workload, utilization_paged, utilization_reserved
 
     requests = make_workload(num_requests=num_requests, seed=0)
     return [f"paged utilization: {100 * utilization_paged(requests, block_size):.1f}%",

@@ -1,10 +1,11 @@
-"""pagedkv_lib.fragmentation: the memory map agrees with the allocators, and only first fit strands memory."""
+"""pagedkv_lib.studies.fragmentation: the memory map agrees with the allocators; only first fit strands
+memory."""
 
 import numpy as np
 import pytest
 
-from pagedkv_lib.fragmentation import simulate_fragmentation
-from pagedkv_lib.workload import make_workload
+from pagedkv_lib.studies.fragmentation import simulate_fragmentation
+from pagedkv_lib.studies.workload import make_workload
 
 SMALL = dict(capacity=2048, max_len=512, arrival_rate=0.5, granularity=1)
 

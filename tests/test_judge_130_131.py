@@ -13,7 +13,7 @@ import torch
 
 from pagedkv_lib.judge import judge
 from pagedkv_lib.judge.cases import ex130, ex131
-from pagedkv_lib.judge.engine import grade
+from pagedkv_lib.judge.grading import grade
 from pagedkv_lib.judge.outcome import NOT_IMPLEMENTED, WRONG_ANSWER
 from pagedkv_lib.judge.registry import get
 from pagedkv_lib.judge.stubs import make_stub

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from pagedkv_lib.judge.cases import ex132
-from pagedkv_lib.judge.engine import grade
+from pagedkv_lib.judge.grading import grade
 from pagedkv_lib.judge.registry import get
 from pagedkv_lib.judge.stubs import make_stub
 

@@ -12,7 +12,7 @@ import torch
 
 from pagedkv_lib.judge import cli, load_ipython_extension, registry
 from pagedkv_lib.judge.cases import diff_free, observe
-from pagedkv_lib.judge.engine import grade
+from pagedkv_lib.judge.grading import grade
 from pagedkv_lib.judge.notebook import judge
 from pagedkv_lib.judge.outcome import Outcome
 from pagedkv_lib.judge.stubs import make_stub
@@ -145,7 +145,7 @@ def test_judge_a_new_exercise_is_a_case_module_and_a_registry_entry(tmp_path, mo
     monkeypatch.setitem(sys.modules, FAKE.__name__, FAKE)
     monkeypatch.setitem(registry.EXERCISES, 999, registry.Exercise(
         999, "fake", "A fake exercise", "easy", "00 Start here",
-        {"slot_mapping_for": "pagedkv_lib.slot_mapping:slot_mapping_for"}, time_limit_s=5.0))
+        {"slot_mapping_for": "pagedkv_lib.core.slot_mapping:slot_mapping_for"}, time_limit_s=5.0))
     path = tmp_path / "999_fake.py"
     path.write_text(SOLUTION_122)
     (result,) = grade(999, [path], bench=True)

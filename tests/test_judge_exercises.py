@@ -10,7 +10,7 @@ import ast
 import pytest
 from judge_plants.bugs import BUGS
 
-from pagedkv_lib.judge.engine import grade
+from pagedkv_lib.judge.grading import grade
 from pagedkv_lib.judge.outcome import NOT_IMPLEMENTED
 from pagedkv_lib.judge.registry import EXERCISES, get
 from pagedkv_lib.judge.stubs import drifted, make_stub

@@ -10,7 +10,7 @@ import time
 import pytest
 from judge_plants.adversarial import ADVERSARIAL
 
-from pagedkv_lib.judge.engine import grade
+from pagedkv_lib.judge.grading import grade
 from pagedkv_lib.judge.sandbox import Limits
 
 LIMITS = Limits(time_limit_s=1.0, import_limit_s=3.0, total_limit_s=6.0, memory_limit_mb=768,

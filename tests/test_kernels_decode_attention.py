@@ -9,11 +9,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pagedkv_lib.attention import paged_attention_decode
+from pagedkv_lib.core.paged_attention import paged_attention_decode
 from pagedkv_lib.kernels import backend, paged_attention_decode_triton
-from pagedkv_lib.kernels.decode_attention import choose_config
-from pagedkv_lib.paged_batch import make_paged_batch
-from pagedkv_lib.reference import sdpa_batch
+from pagedkv_lib.kernels.triton_decode_attention import choose_config
+from pagedkv_lib.testing.paged_batch import make_paged_batch
+from pagedkv_lib.testing.sdpa_reference import sdpa_batch
 
 DEVICE = backend.device()
 TOLERANCE = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.5e-2}  # relative, vs float64 SDPA

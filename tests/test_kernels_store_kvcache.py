@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from pagedkv_lib.core.store_kvcache import store_kvcache
 from pagedkv_lib.kernels import backend, store_kvcache_triton
-from pagedkv_lib.store_kvcache import store_kvcache
 
 DEVICE = backend.device()
 CASES = [  # (T, H_kv, D, block_size, dtype)

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from pagedkv_lib import allocate_kv_cache, gather_kv, layer_caches, make_paged_batch, round_robin_tables
-from pagedkv_lib.validation import check_gqa
+from pagedkv_lib.core.validation import check_gqa
 
 
 def test_model_cache_shape_and_layer_views_share_storage():

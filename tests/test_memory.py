@@ -1,10 +1,10 @@
-"""pagedkv_lib.memory: COURSE.md notebook 1's figures, exactly, and a brute-force count of what fits."""
+"""pagedkv_lib.studies.memory: notebook 1's figures, exactly, and a brute-force count of what fits."""
 import dataclasses
 import random
 
 import pytest
 
-from pagedkv_lib.memory import (
+from pagedkv_lib.studies.memory import (
     GB,
     MODELS,
     GiB,

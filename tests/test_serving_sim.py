@@ -1,11 +1,11 @@
-"""pagedkv_lib.serving_sim: step for step equal to a naive per-request loop, and the paper's waste claim."""
+"""pagedkv_lib.studies.serving_sim: step for step equal to a naive per-request loop; the waste claim."""
 from collections import deque
 
 import numpy as np
 import pytest
 
-from pagedkv_lib.serving_sim import simulate_serving
-from pagedkv_lib.workload import arrival_steps, make_workload
+from pagedkv_lib.studies.serving_sim import simulate_serving
+from pagedkv_lib.studies.workload import arrival_steps, make_workload
 
 
 def naive_serving(requests, policy, budget_tokens, block_size, max_len, arrivals, max_num_seqs=None):

@@ -9,10 +9,10 @@ import torch
 from matplotlib.figure import Figure
 
 from pagedkv_lib.engine import LLM, EngineConfig, ModelConfig, SamplingParams
-from pagedkv_lib.serving_sim import simulate_serving
+from pagedkv_lib.studies.serving_sim import simulate_serving
+from pagedkv_lib.studies.workload import make_workload
 from pagedkv_lib.viz import engine_plots as ep
 from pagedkv_lib.viz.prefix_cache import RELEASED, SHARED
-from pagedkv_lib.workload import make_workload
 
 TINY = ModelConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                    num_key_value_heads=2, head_dim=16)

@@ -1,4 +1,4 @@
-"""The notebook-01 explorer: its sliders redraw text and picture to what pagedkv_lib.workload computes."""
+"""The notebook-01 explorer: its sliders redraw text and picture to what studies.workload computes."""
 from __future__ import annotations
 
 import time
@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
-from pagedkv_lib.fragmentation import simulate_fragmentation
+from pagedkv_lib.studies.fragmentation import simulate_fragmentation
+from pagedkv_lib.studies.workload import make_workload, utilization_paged, waste_breakdown
 from pagedkv_lib.viz import memory_plots as mp
-from pagedkv_lib.workload import make_workload, utilization_paged, waste_breakdown
 
 
 @pytest.fixture(scope="module")

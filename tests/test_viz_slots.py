@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
-from pagedkv_lib.slot_mapping import slot_mapping_for
+from pagedkv_lib.core.slot_mapping import slot_mapping_for
 from pagedkv_lib.viz import slots as sv
 
 

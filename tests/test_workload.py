@@ -1,10 +1,10 @@
-"""pagedkv_lib.workload: notebook 1's workload and its utilization figures, checked token by token."""
+"""pagedkv_lib.studies.workload: notebook 1's workload and its utilization figures, checked token by token."""
 import random
 
 import numpy as np
 import pytest
 
-from pagedkv_lib.workload import (
+from pagedkv_lib.studies.workload import (
     Request,
     arrival_steps,
     make_workload,

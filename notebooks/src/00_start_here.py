@@ -182,7 +182,7 @@ print(listing.stdout or listing.stderr)
 # not record a verdict in your status file.)
 
 # %%
-from pagedkv_lib.judge import engine, report
+from pagedkv_lib.judge import grading, report
 from pagedkv_lib.judge.sandbox import Submission
 
 
@@ -191,7 +191,7 @@ def slot_mapping_for(block_table, positions, block_size):  # a wrong attempt at 
 
 
 attempt = Submission("notebook", namespace={"slot_mapping_for": slot_mapping_for})
-print(report.text(engine.grade(122, [attempt])[0], timing=False))
+print(report.text(grading.grade(122, [attempt])[0], timing=False))
 
 # %% [markdown]
 # ## Exercises

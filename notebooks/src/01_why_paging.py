@@ -54,7 +54,7 @@ print(describe_environment())
 # heads than query heads, and a proportionally smaller cache.
 
 # %%
-from pagedkv_lib import memory
+from pagedkv_lib.studies import memory
 
 
 def kv_bytes(num_layers, num_kv_heads, head_dim, dtype_bytes):
@@ -108,7 +108,7 @@ print(f"Qwen3-0.6B, one block of 256 tokens (nano-vllm's default): {256 * qwen3 
 # %%
 import random
 
-from pagedkv_lib.workload import make_workload, utilization_paged, utilization_reserved
+from pagedkv_lib.studies.workload import make_workload, utilization_paged, utilization_reserved
 
 random.seed(0)
 mine = [(random.randint(100, 2000), random.randint(20, 1500)) for _ in range(200)]  # (prompt, output)
@@ -233,7 +233,7 @@ print(f"reserving 32768 tokens per request:    {reserved} requests")
 # %%
 import inspect
 
-from pagedkv_lib.fragmentation import FirstFitAllocator, simulate_fragmentation
+from pagedkv_lib.studies.fragmentation import FirstFitAllocator, simulate_fragmentation
 
 print(inspect.getsource(FirstFitAllocator.place))
 

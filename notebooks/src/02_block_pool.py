@@ -198,7 +198,7 @@ except ValueError as err:
 #   multiples of `block_size` tokens.
 
 # %%
-from pagedkv_lib.workload import make_workload, utilization_paged
+from pagedkv_lib.studies.workload import make_workload, utilization_paged
 
 requests, prompt = make_workload(), 1000  # a 1000-token system prompt shared by many requests
 print("block size | utilization | table entries, 4096 tokens | shareable tokens of the prompt")

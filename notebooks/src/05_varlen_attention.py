@@ -203,8 +203,8 @@ def varlen_attention(q, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q, 
 
 # %% [markdown]
 # Three answers: ours, the library's `paged_attention_varlen`, and the independent reference: float64 SDPA on
-# each sequence's contiguous K/V with an explicit shifted mask (`pagedkv_lib.reference`), no block table
-# involved.
+# each sequence's contiguous K/V with an explicit shifted mask (`pagedkv_lib.testing.sdpa_reference`), no
+# block table involved.
 
 # %%
 from pagedkv_lib.viz.attention_plots import error_order

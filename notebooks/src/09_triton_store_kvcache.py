@@ -249,12 +249,12 @@ print("slot -1 twice:           same, guards (k), guards (v) =", check_store(2, 
 # %% [markdown]
 # ## 5. The library's kernel
 #
-# `pagedkv_lib.kernels.store_kvcache` holds the same kernel (named `_store_kvcache_kernel`) and a launcher
-# that first validates shapes, dtypes, devices and the row layout (`store_kvcache_triton`), plus an unchecked
-# `launch_store_kvcache` for timing and CUDA graphs.
+# `pagedkv_lib.kernels.triton_store_kvcache` holds the same kernel (named `_store_kvcache_kernel`) and a
+# launcher that first validates shapes, dtypes, devices and the row layout (`store_kvcache_triton`), plus
+# an unchecked `launch_store_kvcache` for timing and CUDA graphs.
 
 # %%
-from pagedkv_lib.kernels import store_kvcache as library_store
+from pagedkv_lib.kernels import triton_store_kvcache as library_store
 
 print(inspect.getsource(library_store._store_kvcache_kernel.fn))
 print(inspect.getsource(library_store.launch_store_kvcache))

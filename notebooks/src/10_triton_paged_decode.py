@@ -55,8 +55,8 @@ print(describe_environment())
 # %% [markdown]
 # ## 1. What one program owns
 #
-# The course's kernel (`pagedkv_lib.kernels.decode_attention`) runs one program per sequence and KV head (v1),
-# or per sequence, KV head and context range (v2, split-KV):
+# The course's kernel (`pagedkv_lib.kernels.triton_decode_attention`) runs one program per sequence and KV
+# head (v1), or per sequence, KV head and context range (v2, split-KV):
 #
 # ```
 # program (b, j):  q[b, j*G : (j+1)*G]            [G, D]   the G query heads that read KV head j
@@ -78,7 +78,7 @@ import torch
 
 import pagedkv_lib as pk
 from pagedkv_lib.kernels import backend  # first: chooses the interpreter on a CPU, before any kernel
-from pagedkv_lib.kernels import decode_attention as kd
+from pagedkv_lib.kernels import triton_decode_attention as kd
 from pagedkv_lib.viz.attention_plots import error_order
 
 dev = backend.device()

@@ -77,7 +77,7 @@ import torch
 
 from pagedkv_lib.engine import LLM, EngineConfig, ModelConfig, SamplingParams, greedy_reference
 from pagedkv_lib.engine.model import Qwen3ForCausalLM
-from pagedkv_lib.memory import kv_bytes_per_token
+from pagedkv_lib.studies.memory import kv_bytes_per_token
 
 torch.set_num_threads(1)  # tiny matrices: one thread is the fastest, and steady on a shared CPU
 mc = ModelConfig()
@@ -219,16 +219,16 @@ for s in seqs:
 # ## 6. The serving simulation: paged vs reserving `max_len`
 #
 # How much does paging buy on a real workload? Running the model is not needed to answer: memory decides who
-# runs. `pagedkv_lib.serving_sim.simulate_serving` replays the notebook-1 workload (200 requests, prompts of
-# 100-2000 tokens, outputs of 20-1500, `max_len` 4096) event by event, in tokens: every step each running
-# request gains a token; `paged` allocates a block when a request crosses a block boundary and preempts the
-# newest when the pool is dry, like the engine above; `reserve` gives each request `max_len` slots at
-# admission, as the systems before vLLM did. All requests arrive at step 0.
+# runs. `pagedkv_lib.studies.serving_sim.simulate_serving` replays the notebook-1 workload (200 requests,
+# prompts of 100-2000 tokens, outputs of 20-1500, `max_len` 4096) event by event, in tokens: every step each
+# running request gains a token; `paged` allocates a block when a request crosses a block boundary and
+# preempts the newest when the pool is dry, like the engine above; `reserve` gives each request `max_len`
+# slots at admission, as the systems before vLLM did. All requests arrive at step 0.
 
 # %%
-from pagedkv_lib.serving_sim import simulate_serving
+from pagedkv_lib.studies.serving_sim import simulate_serving
+from pagedkv_lib.studies.workload import make_workload
 from pagedkv_lib.viz.engine_plots import ServingExplorer, draw_throughput_sweep, serving_summary
-from pagedkv_lib.workload import make_workload
 
 requests = make_workload(200, seed=0)
 results = {p: simulate_serving(requests, p, budget_tokens=64 * 1024, block_size=16, max_len=4096)

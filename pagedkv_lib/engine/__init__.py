@@ -10,12 +10,12 @@
     model_runner.py  ModelRunner: KV cache, prepare_prefill/prepare_decode, forward, sample
     llm_engine.py    LLMEngine / LLM: add_request, step, generate, StepStats
 """
-from .attention import Attention, Kernels, select_kernels
+from .attention_layer import Attention, Kernels, select_kernels
 from .config import EngineConfig, ModelConfig
 from .llm_engine import LLM, LLMEngine, StepStats
 from .model import Qwen3ForCausalLM
 from .model_runner import ModelRunner
-from .reference import dense_causal_attention, greedy_reference
+from .no_cache_reference import dense_causal_attention, greedy_reference
 from .sampler import Sampler, SamplingParams
 from .scheduler import Scheduler, preempt, schedule
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..validation import check_gqa, check_positive_int
+from pagedkv_lib.core.validation import check_gqa, check_positive_int
 
 
 @dataclass(frozen=True)

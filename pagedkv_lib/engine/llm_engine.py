@@ -11,7 +11,8 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
-from ..sequence import Sequence
+from pagedkv_lib.core.sequence import Sequence
+
 from .config import EngineConfig
 from .model_runner import ModelRunner
 from .sampler import SamplingParams

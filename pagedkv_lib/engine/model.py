@@ -14,12 +14,13 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..kv_cache import layer_caches
-from ..model_inputs import ModelInputs
-from .attention import REFERENCE, Attention, Kernels
+from pagedkv_lib.core.kv_cache import layer_caches
+from pagedkv_lib.core.model_inputs import ModelInputs
+
+from .attention_layer import REFERENCE, Attention, Kernels
 from .config import ModelConfig
 from .layers import Qwen3MLP, RMSNorm, RotaryEmbedding
-from .reference import dense_causal_attention
+from .no_cache_reference import dense_causal_attention
 
 # The std of every weight. Hugging Face initialises with 0.02 (`initializer_range`), but a random model that
 # small repeats one token forever, and an attention bug would go unnoticed; at 0.1 the greedy output of this

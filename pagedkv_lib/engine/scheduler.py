@@ -25,8 +25,9 @@ from __future__ import annotations
 
 from collections import deque
 
-from ..block_manager import BlockManager
-from ..sequence import Sequence, SequenceStatus
+from pagedkv_lib.core.block_manager import BlockManager
+from pagedkv_lib.core.sequence import Sequence, SequenceStatus
+
 from .config import EngineConfig
 from .sampler import SamplingParams
 

@@ -56,8 +56,9 @@ def main(argv=None) -> int:
 
 
 def _grade(exercise, files, args, device) -> int:
-    from . import report
-    from .engine import grade
+    from pagedkv_lib.judge import report
+
+    from .grading import grade
     from .sandbox import Limits
 
     limits = Limits.for_exercise(exercise, time_limit_s=args.time_limit)

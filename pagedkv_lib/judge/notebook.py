@@ -9,7 +9,7 @@ import inspect
 import shlex
 
 from . import report, status
-from .engine import Result, grade
+from .grading import Result, grade
 from .sandbox import Limits, Submission
 
 

@@ -57,50 +57,51 @@ class Exercise:
 
 
 def resolve(target: str):
-    """"pagedkv_lib.memory:kv_bytes_per_token" -> the object."""
+    """"pagedkv_lib.studies.memory:kv_bytes_per_token" -> the object."""
     module, _, attr = target.partition(":")
     return getattr(importlib.import_module(module), attr)
 
 
-_M = "pagedkv_lib.memory"
-_ATTN = "pagedkv_lib.attention"
-_KS, _KD = "pagedkv_lib.kernels.store_kvcache", "pagedkv_lib.kernels.decode_attention"   # Triton kernels
+_M = "pagedkv_lib.studies.memory"
+_ATTN = "pagedkv_lib.core.paged_attention"
+_KS = "pagedkv_lib.kernels.triton_store_kvcache"                     # Triton kernels
+_KD = "pagedkv_lib.kernels.triton_decode_attention"
 EXERCISES: dict[int, Exercise] = {e.id: e for e in (
     Exercise(121, "kv_memory_budget", "KV memory budget", "easy", "01 Why paging",
              {n: f"{_M}:{n}" for n in ("kv_bytes_per_token", "paged_concurrency", "reserved_concurrency")}),
     Exercise(122, "slot_mapping", "Slot mapping", "easy", "03 Slot mapping and store_kvcache",
-             {"slot_mapping_for": "pagedkv_lib.slot_mapping:slot_mapping_for"},
-             forbidden=("pagedkv_lib.slot_mapping:compute_slot_mapping",)),
+             {"slot_mapping_for": "pagedkv_lib.core.slot_mapping:slot_mapping_for"},
+             forbidden=("pagedkv_lib.core.slot_mapping:compute_slot_mapping",)),
     Exercise(123, "slot_ranges", "Slot ranges per block", "medium", "03 Slot mapping and store_kvcache",
-             {"compute_slot_mapping": "pagedkv_lib.slot_mapping:compute_slot_mapping"},
-             forbidden=("pagedkv_lib.slot_mapping:slot_mapping_for",)),
+             {"compute_slot_mapping": "pagedkv_lib.core.slot_mapping:compute_slot_mapping"},
+             forbidden=("pagedkv_lib.core.slot_mapping:slot_mapping_for",)),
     Exercise(124, "store_kvcache", "store_kvcache", "easy", "03 Slot mapping and store_kvcache",
-             {"store_kvcache": "pagedkv_lib.store_kvcache:store_kvcache"}),
+             {"store_kvcache": "pagedkv_lib.core.store_kvcache:store_kvcache"}),
     Exercise(125, "paged_decode_attention", "Paged decode attention", "medium", "04 Paged decode attention",
              {"paged_attention_decode": f"{_ATTN}:paged_attention_decode"},
-             forbidden=(f"{_ATTN}:paged_attention_varlen", "pagedkv_lib.kv_cache:gather_kv")),
+             forbidden=(f"{_ATTN}:paged_attention_varlen", "pagedkv_lib.core.kv_cache:gather_kv")),
     Exercise(126, "varlen_paged_attention", "Varlen paged attention", "medium", "05 Varlen attention",
              {"paged_attention_varlen": f"{_ATTN}:paged_attention_varlen"},
-             forbidden=(f"{_ATTN}:paged_attention_decode", "pagedkv_lib.kv_cache:gather_kv")),
+             forbidden=(f"{_ATTN}:paged_attention_decode", "pagedkv_lib.core.kv_cache:gather_kv")),
     Exercise(127, "block_pool_cow", "Block pool, fork and copy-on-write", "medium",
              "08 Fork and copy-on-write",
-             {"BlockPool": "pagedkv_lib.block_pool:BlockPool",
-              "append_slot": "pagedkv_lib.copy_on_write:append_slot"},
-             forbidden=("pagedkv_lib.copy_on_write:copy_block",)),
+             {"BlockPool": "pagedkv_lib.core.block_pool:BlockPool",
+              "append_slot": "pagedkv_lib.core.copy_on_write:append_slot"},
+             forbidden=("pagedkv_lib.core.copy_on_write:copy_block",)),
     Exercise(128, "kernel_inputs", "Kernel inputs", "medium", "06 From scheduler to kernel inputs",
-             {"prepare_prefill": "pagedkv_lib.model_inputs:prepare_prefill",
-              "prepare_decode": "pagedkv_lib.model_inputs:prepare_decode"},
-             forbidden=("pagedkv_lib.paged_batch:pad_block_tables",)),
+             {"prepare_prefill": "pagedkv_lib.core.model_inputs:prepare_prefill",
+              "prepare_decode": "pagedkv_lib.core.model_inputs:prepare_decode"},
+             forbidden=("pagedkv_lib.testing.paged_batch:pad_block_tables",)),
     Exercise(129, "prefix_caching", "Prefix-caching block manager", "hard", "07 Prefix caching",
-             {"BlockManager": "pagedkv_lib.block_manager:BlockManager"}),
+             {"BlockManager": "pagedkv_lib.core.block_manager:BlockManager"}),
     Exercise(130, "triton_store_kvcache", "Triton store_kvcache", "medium", "09 Triton: store_kvcache",
-             {"store_kvcache_triton": "pagedkv_lib.store_kvcache:store_kvcache"},
+             {"store_kvcache_triton": "pagedkv_lib.core.store_kvcache:store_kvcache"},
              forbidden=tuple(f"{_KS}:{n}" for n in ("store_kvcache_triton", "launch_store_kvcache",
                                                      "_store_kvcache_kernel")),
              time_limit_s=20.0, memory_limit_mb=None, devices=("cpu", "cuda")),
     Exercise(131, "triton_paged_decode", "Triton paged decode", "hard", "10 Triton: paged decode attention",
              {"paged_attention_decode_triton": f"{_ATTN}:paged_attention_decode"},
-             forbidden=(f"{_ATTN}:paged_attention_varlen", "pagedkv_lib.kv_cache:gather_kv",
+             forbidden=(f"{_ATTN}:paged_attention_varlen", "pagedkv_lib.core.kv_cache:gather_kv",
                         *(f"{_KD}:{n}" for n in ("paged_attention_decode_triton", "launch_decode_attention",
                                                  "_decode_attention_kernel", "_reduce_splits_kernel"))),
              time_limit_s=20.0, memory_limit_mb=None, devices=("cpu", "cuda")),

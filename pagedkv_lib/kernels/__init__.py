@@ -1,8 +1,9 @@
 """Triton kernels of the course, each beside its PyTorch reference in `pagedkv_lib`.
 
-    store_kvcache_triton           (pagedkv_lib.kernels.store_kvcache; reference pagedkv_lib.store_kvcache)
-    paged_attention_decode_triton  (pagedkv_lib.kernels.decode_attention; reference
-                                    pagedkv_lib.attention.paged_attention_decode)
+    store_kvcache_triton           (pagedkv_lib.kernels.triton_store_kvcache; reference
+                                    pagedkv_lib.core.store_kvcache)
+    paged_attention_decode_triton  (pagedkv_lib.kernels.triton_decode_attention; reference
+                                    pagedkv_lib.core.paged_attention.paged_attention_decode)
 
 Importing this package picks the backend first (`backend.configure()`: CUDA if present, else Triton's
 interpreter, which must be chosen before any kernel is decorated); `backend.describe()` says which. The
@@ -17,8 +18,8 @@ from . import backend
 backend.configure()
 
 _KERNELS = {
-    "store_kvcache_triton": "store_kvcache",
-    "paged_attention_decode_triton": "decode_attention",
+    "store_kvcache_triton": "triton_store_kvcache",
+    "paged_attention_decode_triton": "triton_decode_attention",
 }
 __all__ = ["backend", *_KERNELS]
 

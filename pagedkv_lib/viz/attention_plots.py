@@ -15,9 +15,10 @@ import torch
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 
-from ..attention import paged_attention_varlen
-from ..paged_batch import make_paged_batch, round_robin_tables
-from ..reference import sdpa_batch
+from pagedkv_lib.core.paged_attention import paged_attention_varlen
+from pagedkv_lib.testing.paged_batch import make_paged_batch, round_robin_tables
+from pagedkv_lib.testing.sdpa_reference import sdpa_batch
+
 from .block_map import FREE_COLOR, bench_cycle, figure_png, owner_colors, picture_widget
 
 OTHER = "#FFFFFF"                              # another sequence's keys: never read

@@ -18,7 +18,7 @@ from matplotlib.colors import to_hex, to_rgba
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from pagedkv_lib.block_pool import BlockPool
+from pagedkv_lib.core.block_pool import BlockPool
 
 FREE_COLOR = to_rgba("#e4e4e4")
 PALETTE = [to_rgba(c) for c in mpl.colormaps["tab10"].colors]

@@ -7,7 +7,7 @@
     draw_serving(ax_run, ax_mem, results)    running requests and KV memory over time, one line per policy
     ServingExplorer()                        sliders "budget (K tokens)" and "block size": paged vs reserve
     draw_throughput_sweep(ax, requests, budgets, block_size)   tokens per step vs budget, both policies
-Every number comes from `pagedkv_lib.engine` or `pagedkv_lib.serving_sim`; this module only draws.
+Every number comes from `pagedkv_lib.engine` or `pagedkv_lib.studies.serving_sim`; this module only draws.
 Owner keys follow `viz.prefix_cache`: a sequence's id, SHARED for ref_count > 1, RELEASED for a free block
 whose hash can still be hit (so at most RELEASED = 7 sequences per stepper run).
 """
@@ -19,8 +19,9 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
-from pagedkv_lib.memory import KiB, kv_bytes_per_token
-from pagedkv_lib.serving_sim import simulate_serving
+from pagedkv_lib.studies.memory import KiB, kv_bytes_per_token
+from pagedkv_lib.studies.serving_sim import simulate_serving
+from pagedkv_lib.studies.workload import make_workload
 from pagedkv_lib.viz.block_map import (
     BlockMapStepper,
     Frame,
@@ -30,7 +31,6 @@ from pagedkv_lib.viz.block_map import (
     picture_widget,
 )
 from pagedkv_lib.viz.prefix_cache import RELEASED, SHARED, block_state
-from pagedkv_lib.workload import make_workload
 
 COLORS = {"prefill": "#1f77b4", "decode": "#ff7f0e", "cached": "#2ca02c", "preempted": "#d62728",
           "paged": "#2ca02c", "reserve": "#7f7f7f"}

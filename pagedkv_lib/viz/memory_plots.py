@@ -4,7 +4,8 @@
     UtilizationExplorer()                                                sliders "block size", "requests"
     draw_utilization_curve(ax, requests, block_sizes, max_len)           paged utilization vs block size
     draw_memory_map(ax, result) / draw_queue(ax, results)                `simulate_fragmentation` over time
-Every number comes from `pagedkv_lib.workload` / `pagedkv_lib.fragmentation`; this module only draws.
+Every number comes from `pagedkv_lib.studies.workload` / `pagedkv_lib.studies.fragmentation`; this module
+only draws.
 """
 from __future__ import annotations
 
@@ -14,8 +15,13 @@ from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from pagedkv_lib.studies.workload import (
+    make_workload,
+    utilization_paged,
+    utilization_reserved,
+    waste_breakdown,
+)
 from pagedkv_lib.viz.block_map import bench_cycle, figure_png, picture_widget
-from pagedkv_lib.workload import make_workload, utilization_paged, utilization_reserved, waste_breakdown
 
 COLORS = {"used": "#2ca02c", "tail": "#d62728", "rest": "#c7c7c7"}
 LABELS = {"used": "used (prompt + output)", "tail": "tail of the last block (paged waste)",

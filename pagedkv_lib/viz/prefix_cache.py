@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from matplotlib.figure import Figure
 from matplotlib.patches import ConnectionPatch, Rectangle
 
-from pagedkv_lib.block_manager import BlockManager
-from pagedkv_lib.sequence import Sequence
+from pagedkv_lib.core.block_manager import BlockManager
+from pagedkv_lib.core.sequence import Sequence
 from pagedkv_lib.viz.block_map import (
     BlockMapStepper,
     Frame,

@@ -9,9 +9,9 @@ the positions they hold.
 """
 from __future__ import annotations
 
-from pagedkv_lib.block_pool import BlockPool
-from pagedkv_lib.copy_on_write import append_slot
-from pagedkv_lib.kv_cache import allocate_kv_cache
+from pagedkv_lib.core.block_pool import BlockPool
+from pagedkv_lib.core.copy_on_write import append_slot
+from pagedkv_lib.core.kv_cache import allocate_kv_cache
 from pagedkv_lib.viz.block_map import bench_cycle, step_forward
 from pagedkv_lib.viz.prefix_cache import SHARED, TablesFrame, TablesStepper
 

@@ -6,7 +6,7 @@ holds a token, pale = allocated to a sequence but empty (the last block's tail),
     walk_example(block_size)          notebook 03's prefill + two decode steps, as WalkSteps
     SlotWalkExplorer                  block-size and step selectors over that walk
     DecodeReadExplorer                block-size selector: the rows one decode step reads
-Slots always come from `pagedkv_lib.slot_mapping`; colours from `block_map.owner_colors`.
+Slots always come from `pagedkv_lib.core.slot_mapping`; colours from `block_map.owner_colors`.
 """
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ import numpy as np
 from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 
-from pagedkv_lib.paged_batch import make_paged_batch
-from pagedkv_lib.slot_mapping import compute_slot_mapping, slot_mapping_for
+from pagedkv_lib.core.slot_mapping import compute_slot_mapping, slot_mapping_for
+from pagedkv_lib.testing.paged_batch import make_paged_batch
 from pagedkv_lib.viz.block_map import (
     FREE_COLOR,
     bench_cycle,

@@ -52,8 +52,8 @@ ADVERSARIAL = {
         "torch.isclose = lambda a, b, **k: torch.ones_like(a, dtype=torch.bool)", S125)
         .replace("    return out\n", "    return torch.zeros_like(out)\n"), {WA}),
     "patches_the_library": (122, at_import(
-        "import pagedkv_lib\nimport pagedkv_lib.slot_mapping\n"
-        "pagedkv_lib.slot_mapping_for = pagedkv_lib.slot_mapping.slot_mapping_for = lambda t, p, b: [0] * len(p)")
+        "import pagedkv_lib\nimport pagedkv_lib.core.slot_mapping\n"
+        "pagedkv_lib.slot_mapping_for = pagedkv_lib.core.slot_mapping.slot_mapping_for = lambda t, p, b: [0] * len(p)")
         .replace(BODY, "    return [0] * len(positions)\n"), {WA}),
     "writes_garbage_to_every_fd": (122, at_import(
         "import os\nfor fd in range(3, 256):\n    try:\n        os.write(fd, b'PASSED' * 100)\n    except OSError:\n"
@@ -63,7 +63,7 @@ ADVERSARIAL = {
         "for fd in range(3, 256):\n    try:\n        os.write(fd, child.HEADER.pack(child.MAGIC, len(payload)) + payload)\n"
         "    except OSError:\n        pass"), {RE}),
     "closes_every_fd": (122, at_import("import os\nos.closerange(3, 1024)"), {RE}),
-    "reexports_the_library": (122, "from pagedkv_lib.slot_mapping import slot_mapping_for  # noqa: F401\n", {RE}),
+    "reexports_the_library": (122, "from pagedkv_lib.core.slot_mapping import slot_mapping_for  # noqa: F401\n", {RE}),
     "reexports_after_a_def": (122, at_import("from pagedkv_lib import slot_mapping_for  # noqa: F811"), {RE}),
     "wraps_the_library": (122, S122.replace(BODY, "    import pagedkv_lib\n"
                                                   "    return pagedkv_lib.slot_mapping_for(block_table, positions, "
@@ -76,11 +76,11 @@ ADVERSARIAL = {
                                         "_s = importlib.util.module_from_spec(_spec)\n_spec.loader.exec_module(_s)\n\n\n"
                                         "def slot_mapping_for(block_table, positions, block_size):\n"
                                         "    return _s.slot_mapping_for(block_table, positions, block_size)\n", {RE}),
-    "reloads_the_library_module": (122, "import importlib\n\nimport pagedkv_lib.slot_mapping as _m\n\n"
+    "reloads_the_library_module": (122, "import importlib\n\nimport pagedkv_lib.core.slot_mapping as _m\n\n"
                                         "_fresh = importlib.reload(_m)\n\n\n"
                                         "def slot_mapping_for(block_table, positions, block_size):\n"
                                         "    return _fresh.slot_mapping_for(block_table, positions, block_size)\n", {RE}),
-    "execs_the_library_source": (122, "import pagedkv_lib.slot_mapping as _m\n\n_ns = {}\n"
+    "execs_the_library_source": (122, "import pagedkv_lib.core.slot_mapping as _m\n\n_ns = {}\n"
                                       "exec(open(_m.__file__).read().replace('from .', 'from pagedkv_lib.'), _ns)\n\n\n"
                                       "def slot_mapping_for(block_table, positions, block_size):\n"
                                       "    return _ns['slot_mapping_for'](block_table, positions, block_size)\n", {RE}),

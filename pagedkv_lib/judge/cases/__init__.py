@@ -60,7 +60,7 @@ def observe(value, depth: int = 0):
 
 def diff_free(a, b) -> bool:
     """True when two case inputs are equal (tensors elementwise, NaN equal to NaN, objects by their state)."""
-    from ..compare import diff
+    from pagedkv_lib.judge.compare import diff
 
     return diff(observe(_state(a)), observe(_state(b))) is None
 
@@ -77,7 +77,7 @@ def _state(value):
 
 def call_text(fn: str, **kwargs) -> str:
     """`slot_mapping_for(block_table=[5, 6], ...)` with long values abbreviated."""
-    from ..compare import show
+    from pagedkv_lib.judge.compare import show
 
     return f"{fn}(" + ", ".join(f"{k}={show(v)}" for k, v in kwargs.items()) + ")"
 

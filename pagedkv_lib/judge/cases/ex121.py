@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import random
 
-from ..compare import kind
-from ..outcome import Outcome, wrong
+from pagedkv_lib.judge.compare import kind
+from pagedkv_lib.judge.outcome import Outcome, wrong
+
 from . import Case, call_text, observe
 
 GiB = 2**30

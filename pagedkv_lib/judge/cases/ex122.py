@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import random
 
-from ..compare import diff, int_list, show
-from ..outcome import Outcome, wrong
+from pagedkv_lib.judge.compare import diff, int_list, show
+from pagedkv_lib.judge.outcome import Outcome, wrong
+
 from . import Case, call_text, fresh, observe
 
 FIXED = [  # name, block_table, positions, block_size

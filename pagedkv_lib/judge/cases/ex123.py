@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import random
 
-from ..compare import int_list
-from ..outcome import Outcome
+from pagedkv_lib.judge.compare import int_list
+from pagedkv_lib.judge.outcome import Outcome
+
 from . import Case, call_text, fresh, observe
 from .ex122 import read_only, slot_hint
 

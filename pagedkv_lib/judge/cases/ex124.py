@@ -8,8 +8,9 @@ import random
 
 import torch
 
-from ..compare import diff, show
-from ..outcome import Outcome, wrong
+from pagedkv_lib.judge.compare import diff, show
+from pagedkv_lib.judge.outcome import Outcome, wrong
+
 from . import Case, fresh, observe, tensor_text
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}

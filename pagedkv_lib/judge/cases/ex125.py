@@ -4,7 +4,7 @@ from __future__ import annotations
 import random
 
 from . import Case
-from .attention import check_attention, make_case, run_attention
+from .attention_cases import check_attention, make_case, run_attention
 
 FIXED = [  # name, context_lens, block_size, H, H_kv, D, options
     ("notebook_a_and_b", [6, 3], 4, 8, 2, 16, {"block_tables": [[7, 2], [5]]}),

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import random
 
-from ...paged_batch import round_robin_tables
+from pagedkv_lib.testing.paged_batch import round_robin_tables
+
 from . import Case
-from .attention import check_attention, make_case, run_attention
+from .attention_cases import check_attention, make_case, run_attention
 
 FIXED = [  # name, seq_lens, q_lens, block_size, H, H_kv, D, options
     ("course_decode_prefill_chunk", [37, 5, 20], [1, 5, 8], 4, 8, 2, 64,

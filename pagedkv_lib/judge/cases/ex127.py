@@ -11,7 +11,8 @@ import re
 
 import torch
 
-from ..outcome import Outcome
+from pagedkv_lib.judge.outcome import Outcome
+
 from . import Case
 from .ex127_data import FIXED, fuzz
 from .script import compare_steps, run_script

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import torch
 
-from ...block_pool import BlockPool
-from ...copy_on_write import append_slot
+from pagedkv_lib.core.block_pool import BlockPool
+from pagedkv_lib.core.copy_on_write import append_slot
 
 FIXED = [
     ("course_worked_example", (1, 8, 4), [

@@ -5,9 +5,10 @@ import random
 
 import torch
 
-from ...sequence import Sequence
-from ..compare import diff, kind, show
-from ..outcome import Outcome, wrong
+from pagedkv_lib.core.sequence import Sequence
+from pagedkv_lib.judge.compare import diff, kind, show
+from pagedkv_lib.judge.outcome import Outcome, wrong
+
 from . import Case, fresh, observe
 
 FIELDS = ("is_prefill", "input_ids", "positions", "slot_mapping", "cu_seqlens_q", "cu_seqlens_k",

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import random
 
-from ...sequence import Sequence
-from ..compare import show
-from ..outcome import Outcome
+from pagedkv_lib.core.sequence import Sequence
+from pagedkv_lib.judge.compare import show
+from pagedkv_lib.judge.outcome import Outcome
+
 from . import Case
 from .ex129_data import FIXED, fuzz
 from .script import compare_steps, run_script

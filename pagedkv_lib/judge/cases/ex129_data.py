@@ -7,8 +7,8 @@ compute_hash collides for blocks with the same token sum (the judge's way to mak
 """
 from __future__ import annotations
 
-from ...block_manager import BlockManager
-from ...sequence import Sequence
+from pagedkv_lib.core.block_manager import BlockManager
+from pagedkv_lib.core.sequence import Sequence
 
 A9 = list(range(1, 10))
 

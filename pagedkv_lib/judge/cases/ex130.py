@@ -15,10 +15,11 @@ import sys
 
 import torch
 
-from ...store_kvcache import store_kvcache as _oracle
-from ..compare import diff
-from ..outcome import Outcome, wrong
-from ..registry import ROOT
+from pagedkv_lib.core.store_kvcache import store_kvcache as _oracle
+from pagedkv_lib.judge.compare import diff
+from pagedkv_lib.judge.outcome import Outcome, wrong
+from pagedkv_lib.judge.registry import ROOT
+
 from . import Case, ex124, fresh, observe
 
 NAME = "store_kvcache_triton"
@@ -240,7 +241,7 @@ def bench_correct(fn, args) -> bool:
 
 
 def library_kernel():
-    from ...kernels import store_kvcache
+    from pagedkv_lib.kernels import triton_store_kvcache as store_kvcache
 
     return store_kvcache.launch_store_kvcache
 

@@ -15,10 +15,11 @@ import sys
 
 import torch
 
-from ...attention import paged_attention_decode as _oracle
-from ..outcome import Outcome
+from pagedkv_lib.core.paged_attention import paged_attention_decode as _oracle
+from pagedkv_lib.judge.outcome import Outcome
+
 from . import Case, ex125, ex130, fresh, observe
-from .attention import check_attention, make_case
+from .attention_cases import check_attention, make_case
 from .ex130 import guarded, to_device, where
 
 NAME = "paged_attention_decode_triton"
@@ -138,7 +139,7 @@ def bench_correct(fn, args) -> bool:
 
 def library_kernel():
     """The library's unchecked launcher, its configuration chosen once per shape."""
-    from ...kernels.decode_attention import choose_config, launch_decode_attention
+    from pagedkv_lib.kernels.triton_decode_attention import choose_config, launch_decode_attention
 
     num_sms, configs = torch.cuda.get_device_properties(0).multi_processor_count, {}
 

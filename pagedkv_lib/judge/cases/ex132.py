@@ -15,10 +15,11 @@ from __future__ import annotations
 import random
 from collections import deque
 
-from ...block_manager import BlockManager
-from ...sequence import Sequence
-from ..compare import show
-from ..outcome import Outcome, describe_exception, from_record, wrong
+from pagedkv_lib.core.block_manager import BlockManager
+from pagedkv_lib.core.sequence import Sequence
+from pagedkv_lib.judge.compare import show
+from pagedkv_lib.judge.outcome import Outcome, describe_exception, from_record, wrong
+
 from . import Case
 
 MAX_STEPS = 80

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import torch
 
-from ..compare import diff, show
-from ..outcome import ForbiddenCall, describe_exception, from_record, wrong
+from pagedkv_lib.judge.compare import diff, show
+from pagedkv_lib.judge.outcome import ForbiddenCall, describe_exception, from_record, wrong
+
 from . import observe
 
 _NOT_CONTRACT = (NotImplementedError, MemoryError, RecursionError, ForbiddenCall)

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import torch
 
-from ...paged_batch import make_paged_batch
-from ..compare import close, diff, show
-from ..outcome import Outcome, wrong
+from pagedkv_lib.judge.compare import close, diff, show
+from pagedkv_lib.judge.outcome import Outcome, wrong
+from pagedkv_lib.testing.paged_batch import make_paged_batch
+
 from . import Case, fresh, observe, tensor_text
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pagedkv_lib.block_pool import BlockPool
-from pagedkv_lib.validation import check_positive_int
-from pagedkv_lib.workload import arrival_steps, make_workload
+from pagedkv_lib.core.block_pool import BlockPool
+from pagedkv_lib.core.validation import check_positive_int
+from pagedkv_lib.studies.workload import arrival_steps, make_workload
 
 
 class FirstFitAllocator:

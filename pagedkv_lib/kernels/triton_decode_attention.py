@@ -19,7 +19,7 @@ Versions (one kernel; the `SPLIT` constexpr selects the version):
 A KV tile of BLOCK_N tokens gathers each token's block id, so a tile may span several blocks (S < BLOCK_N)
 or part of one (S > BLOCK_N). Tokens past the context or with a -1 block id are masked: never loaded.
 
-    reference:  pagedkv_lib.attention.paged_attention_decode (PyTorch, same signature)
+    reference:  pagedkv_lib.core.paged_attention.paged_attention_decode (PyTorch, same signature)
     launcher:   paged_attention_decode_triton (checked); launch_decode_attention (unchecked, for timing)
 
 Memory traffic: read 2 * context_len * H_kv * D elements of K/V per sequence (+ q, block table), write B*H*D;
@@ -31,8 +31,9 @@ from dataclasses import dataclass
 
 import torch
 
-from ..attention import check_attention_args, paged_attention_decode  # noqa: F401  (the reference)
-from ..validation import check_positive_int
+from pagedkv_lib.core.paged_attention import check_attention_args, paged_attention_decode  # noqa: F401  (the reference)
+from pagedkv_lib.core.validation import check_positive_int
+
 from .backend import MISSING_TRITON, is_interpreted
 
 try:
@@ -232,8 +233,9 @@ def paged_attention_decode_triton(q, k_cache, v_cache, block_tables, context_len
                                   num_splits: int | None = None) -> torch.Tensor:
     """Decode attention: q [B, H, D], one query per sequence at its last position -> out [B, H, D].
 
-    Same contract as `pagedkv_lib.attention.paged_attention_decode`. `num_splits`: None picks it from the
-    shape (split-KV when B * H_kv is too small to fill the GPU); 1 forces v1; P > 1 forces v2 with P splits.
+    Same contract as `pagedkv_lib.core.paged_attention.paged_attention_decode`. `num_splits`: None picks it
+    from the shape (split-KV when B * H_kv is too small to fill the GPU); 1 forces v1; P > 1 forces v2 with
+    P splits.
     """
     check_attention_args(q, k_cache, v_cache, block_tables, context_lens, "context_lens")
     if q.dtype == torch.float64:

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ..attention import paged_attention_decode, paged_attention_varlen
-from ..model_inputs import ModelInputs
-from ..store_kvcache import store_kvcache
+from pagedkv_lib.core.model_inputs import ModelInputs
+from pagedkv_lib.core.paged_attention import paged_attention_decode, paged_attention_varlen
+from pagedkv_lib.core.store_kvcache import store_kvcache
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ def select_kernels(use_triton: bool | None, device, dtype: torch.dtype) -> Kerne
         return REFERENCE
     if not triton_kernels_available():
         raise ImportError("use_triton=True needs `triton` and `pagedkv_lib.kernels`")
-    from .. import kernels  # chooses CUDA or Triton's interpreter on import
+    from pagedkv_lib import kernels  # chooses CUDA or Triton's interpreter on import
 
     return Kernels("triton", kernels.store_kvcache_triton, kernels.paged_attention_decode_triton,
                    paged_attention_varlen)

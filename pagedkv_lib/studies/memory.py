@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .validation import check_positive_int
+from pagedkv_lib.core.validation import check_positive_int
 
 KiB = 2**10
 MiB = 2**20

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pagedkv_lib.validation import check_positive_int
+from pagedkv_lib.core.validation import check_positive_int
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .paged_batch import pad_block_tables
+from pagedkv_lib.testing.paged_batch import pad_block_tables
+
 from .sequence import Sequence
 from .slot_mapping import compute_slot_mapping
 

@@ -7,7 +7,7 @@ A slot of -1 (a padded token, e.g. a CUDA-graph bucket filler) is skipped, as in
 `reshape_and_cache_flash`. `key` and `value` may be row views into a fused qkv tensor
 (`qkv[:, H*D:(H+H_kv)*D].view(T, H_kv, D)`): the heads of one row are contiguous, rows are `stride(0)` apart.
 
-    reference:  pagedkv_lib.store_kvcache.store_kvcache (PyTorch, same signature)
+    reference:  pagedkv_lib.core.store_kvcache.store_kvcache (PyTorch, same signature)
     kernel:     _store_kvcache_kernel, grid (T,)
     launcher:   store_kvcache_triton (checked); launch_store_kvcache (unchecked, for timing)
 
@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import torch
 
-from ..store_kvcache import check_store_args, store_kvcache  # noqa: F401  (the reference, re-exported)
+from pagedkv_lib.core.store_kvcache import check_store_args, store_kvcache  # noqa: F401  (the reference, re-exported)
+
 from .backend import MISSING_TRITON
 
 try:

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pagedkv_lib.validation import check_positive_int
-from pagedkv_lib.workload import arrival_steps
+from pagedkv_lib.core.validation import check_positive_int
+from pagedkv_lib.studies.workload import arrival_steps
 
 POLICIES = ("paged", "reserve")
 

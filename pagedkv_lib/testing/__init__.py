@@ -1,0 +1,3 @@
+"""What tests, notebooks, benchmarks and the judge check the library against: paged batches built to expose
+paging bugs (paged_batch) and the independent reference, SDPA on contiguous K/V in float64 (sdpa_reference).
+"""
