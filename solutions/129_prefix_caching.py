@@ -10,7 +10,7 @@ after every call, and overrides `compute_hash` in a subclass to force hash colli
 through `self.compute_hash`. The judge calls only the public methods; `_cached_blocks` and `_allocate_block`
 are suggested helpers.
 
-    blocks: list[Block]              Block (pagedkv_lib.core.block_manager) has block_id, ref_count, hash
+    blocks: list[Block]              Block (given below, nano-vllm's) has block_id, ref_count, hash
                                      (-1 unless the block is full and hashed), token_ids
     hash_to_block_id: dict[int, int] hash of a full block -> the block that holds it
     free_block_ids: deque[int]       the free queue: allocate from the front, freed blocks to the back
@@ -25,8 +25,26 @@ import numpy as np
 import xxhash
 
 # END SOLUTION
-from pagedkv_lib.core.block_manager import Block
 from pagedkv_lib.core.sequence import Sequence
+
+
+class Block:
+    """nano-vllm's Block, given: ref_count 0, hash -1, no tokens until allocated."""
+
+    def __init__(self, block_id: int):
+        self.block_id = block_id
+        self.ref_count = 0
+        self.hash = -1
+        self.token_ids: list[int] = []
+
+    def update(self, hash: int, token_ids: list[int]) -> None:
+        self.hash = hash
+        self.token_ids = list(token_ids)
+
+    def reset(self) -> None:
+        self.ref_count = 1
+        self.hash = -1
+        self.token_ids = []
 
 
 class BlockManager:

@@ -102,6 +102,11 @@ print("same 4 tokens, other parent, same hash?", compute_hash(system[4:], comput
 # blocks, the two full ones registered in `hash_to_block_id`. B walks its full blocks, finds both (hash AND
 # tokens equal), and takes them with `ref_count + 1`; only its partial last block is new. B's prefill computes
 # 2 tokens instead of 10 (`num_cached_tokens = 8`, notebook 06).
+#
+# The manager does not count references itself: it owns the `BlockPool` of notebook 02 (`bm.pool`: free
+# queue and reference counts) and adds only what prefix caching needs, each block's hash and tokens and the
+# `hash_to_block_id` map. A hit is one more reference on a block (`pool.touch`), a miss a block from the
+# front of the free queue (`pool.allocate(1)`), and `deallocate` hands the references back (`pool.free`).
 
 # %%
 bm = pk.BlockManager(num_blocks=8, block_size=4)
@@ -262,11 +267,10 @@ stepper.widget
 
 # %%
 class StaleEntries(pk.BlockManager):  # BUGGY on purpose: reuses a block without dropping its old entry
-    def _allocate_block(self, block_id):
+    def _new_block(self):
+        (block_id,) = self.pool.allocate(1)
         block = self.blocks[block_id]
         block.reset()
-        self.free_block_ids.remove(block_id)
-        self.used_block_ids.add(block_id)
         return block
 
 
@@ -284,9 +288,9 @@ for manager in (pk.BlockManager(4, 4), StaleEntries(4, 4)):
     print(f"{type(manager).__name__:13s} Z: table {Z.block_table}, {Z.num_cached_tokens} tokens cached, "
           f"reads right: {reads_right(Z, k_cache)}")
 
-# %% [markdown]
-# The fix (nano-vllm `f64d821`, and the library's `_allocate_block`): when a block leaves the free queue,
-# delete `hash_to_block_id[block.hash]` if it still points at this block. vLLM does the same in
+# %% [markdown] The fix (nano-vllm `f64d821`, and the library's `BlockManager._new_block`): when a block
+# leaves the free queue, delete `hash_to_block_id[block.hash]` if it still points at this block. vLLM does the
+# same in
 # `_maybe_evict_cached_block`.
 #
 # ### A fully cached prompt leaves nothing to compute (nano-vllm #114, #144)

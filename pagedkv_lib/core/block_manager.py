@@ -1,9 +1,12 @@
-"""BlockManager with prefix caching, in nano-vllm's interface (`nanovllm/engine/block_manager.py`).
+"""BlockManager with prefix caching, in nano-vllm's interface (`nanovllm/engine/block_manager.py`), over one
+`BlockPool` (block_pool.py), as vLLM v1 layers its KV cache manager over one `BlockPool`.
 
-A FULL block is identified by a chained hash: xxh64 over the previous block's hash (8 bytes, little
-endian; none for the first block) and this block's token ids. A later request whose prompt starts with the
-same tokens finds those blocks through `hash_to_block_id` and shares them (ref_count + 1) instead of
-recomputing them. Rules, each one a bug some engine shipped (see ENGINES.md, "Known pitfalls"):
+The pool holds the free queue and the reference counts; the manager holds what prefix caching adds: each
+block's hash and tokens, `hash_to_block_id`, and the sequences' block tables. A FULL block is identified by
+a chained hash: xxh64 over the previous block's hash (8 bytes, little endian; none for the first block)
+and this block's token ids. A later request whose prompt starts with the same tokens finds those blocks
+through `hash_to_block_id` and shares them (one more reference) instead of recomputing them. Rules, each
+one a bug some engine shipped (docs/engines.md, "Known pitfalls"):
 - only full blocks are hashed; a hit needs the hash AND the token ids to match;
 - at most num_tokens - 1 tokens come from the cache, so a step always has a token to compute (vLLM's cap);
 - freed blocks keep hash and tokens (they can still be hit) until reused; reuse drops the stale entry;
@@ -11,28 +14,32 @@ recomputing them. Rules, each one a bug some engine shipped (see ENGINES.md, "Kn
 """
 from __future__ import annotations
 
-from collections import deque
-
 import numpy as np
 import xxhash
 
+from .block_pool import BlockPool
 from .sequence import Sequence
 from .validation import check_positive_int
 
 
 class Block:
-    def __init__(self, block_id: int):
+    """What the prefix cache knows of one physical block; its reference count lives in the pool."""
+
+    def __init__(self, block_id: int, pool: BlockPool):
         self.block_id = block_id
-        self.ref_count = 0
         self.hash = -1
         self.token_ids: list[int] = []
+        self._pool = pool
+
+    @property
+    def ref_count(self) -> int:
+        return self._pool.ref_counts[self.block_id]
 
     def update(self, hash: int, token_ids: list[int]) -> None:
         self.hash = hash
         self.token_ids = list(token_ids)
 
     def reset(self) -> None:
-        self.ref_count = 1
         self.hash = -1
         self.token_ids = []
 
@@ -46,10 +53,22 @@ class BlockManager:
         check_positive_int("num_blocks", num_blocks)
         check_positive_int("block_size", block_size)
         self.block_size = block_size
-        self.blocks = [Block(i) for i in range(num_blocks)]
+        self.pool = BlockPool(num_blocks)
+        self.blocks = [Block(i, self.pool) for i in range(num_blocks)]
         self.hash_to_block_id: dict[int, int] = {}
-        self.free_block_ids: deque[int] = deque(range(num_blocks))
-        self.used_block_ids: set[int] = set()
+
+    @property
+    def free_block_ids(self):
+        """The pool's free queue (front: allocated next)."""
+        return self.pool.free_block_ids
+
+    @property
+    def used_block_ids(self) -> set[int]:
+        return {b for b, ref in enumerate(self.pool.ref_counts) if ref > 0}
+
+    @property
+    def num_free_blocks(self) -> int:
+        return self.pool.num_free()
 
     @classmethod
     def compute_hash(cls, token_ids: list[int], prefix: int = -1) -> int:
@@ -60,20 +79,14 @@ class BlockManager:
         h.update(np.array(token_ids, dtype=np.int64).tobytes())
         return h.intdigest()
 
-    def _allocate_block(self, block_id: int) -> Block:
+    def _new_block(self) -> Block:
+        """The block at the front of the pool's free queue, its stale hash entry dropped."""
+        (block_id,) = self.pool.allocate(1)
         block = self.blocks[block_id]
-        assert block.ref_count == 0, f"block {block_id} is in use"
         if block.hash != -1 and self.hash_to_block_id.get(block.hash) == block_id:
             del self.hash_to_block_id[block.hash]     # stale: the block is about to hold other tokens
         block.reset()
-        self.free_block_ids.remove(block_id)
-        self.used_block_ids.add(block_id)
         return block
-
-    def _deallocate_block(self, block_id: int) -> None:
-        assert self.blocks[block_id].ref_count == 0
-        self.used_block_ids.remove(block_id)
-        self.free_block_ids.append(block_id)
 
     def _cached_blocks(self, seq: Sequence) -> list[int]:
         """Ids of the longest run of leading blocks found in the cache (hash and tokens equal)."""
@@ -91,7 +104,7 @@ class BlockManager:
         """Enough free blocks for the misses and for the hits that sit in the free queue."""
         hits = self._cached_blocks(seq)
         reused_free = sum(1 for b in hits if self.blocks[b].ref_count == 0)
-        return len(self.free_block_ids) >= seq.num_blocks - len(hits) + reused_free
+        return self.pool.num_free() >= seq.num_blocks - len(hits) + reused_free
 
     def allocate(self, seq: Sequence) -> None:
         """Give `seq` a block table: cached blocks for its prefix, fresh blocks for the rest."""
@@ -102,29 +115,27 @@ class BlockManager:
         for i in range(seq.num_blocks):
             token_ids = seq.block(i)
             h = self.compute_hash(token_ids, h) if len(token_ids) == self.block_size else -1
-            if i < len(hits) and hits[i] in self.used_block_ids:
-                block = self.blocks[hits[i]]                      # shared with a running sequence
-                block.ref_count += 1
-            else:                                                 # a freed hit is taken back from the queue
-                block = self._allocate_block(hits[i] if i < len(hits) else self.free_block_ids[0])
+            if i < len(hits):                                     # shared, or taken back from the queue
+                self.pool.touch([hits[i]])
+                block = self.blocks[hits[i]]
+                seq.num_cached_tokens += self.block_size
+            else:
+                block = self._new_block()
                 if h != -1:
                     block.update(h, token_ids)
                     self.hash_to_block_id[h] = block.block_id
-            seq.num_cached_tokens += self.block_size if i < len(hits) else 0
             seq.block_table.append(block.block_id)
 
     def deallocate(self, seq: Sequence) -> None:
+        """Drop the sequence's references, last block first (blocks reaching 0 join the free queue's end)."""
         for block_id in reversed(seq.block_table):
-            block = self.blocks[block_id]
-            block.ref_count -= 1
-            if block.ref_count == 0:
-                self._deallocate_block(block_id)
+            self.pool.free([block_id])
         seq.num_cached_tokens = 0
         seq.block_table.clear()
 
     def can_append(self, seq: Sequence) -> bool:
         """One free block is needed when the token at position len - 1 starts a new block."""
-        return len(self.free_block_ids) >= ((len(seq) - 1) % self.block_size == 0)
+        return self.pool.num_free() >= ((len(seq) - 1) % self.block_size == 0)
 
     def may_append(self, seq: Sequence) -> None:
         """Before a decode step writes position len - 1: add a block if it starts one, hash a block it fills.
@@ -133,8 +144,7 @@ class BlockManager:
         """
         block_table = seq.block_table
         if (len(seq) - 1) % self.block_size == 0:
-            block = self._allocate_block(self.free_block_ids[0])
-            block_table.append(block.block_id)
+            block_table.append(self._new_block().block_id)
         if len(seq) % self.block_size == 0:
             last = self.blocks[block_table[-1]]
             prefix = self.blocks[block_table[-2]].hash if len(block_table) > 1 else -1
@@ -142,7 +152,3 @@ class BlockManager:
             h = self.compute_hash(token_ids, prefix)
             last.update(h, token_ids)
             self.hash_to_block_id[h] = last.block_id
-
-    @property
-    def num_free_blocks(self) -> int:
-        return len(self.free_block_ids)

@@ -1,8 +1,10 @@
 """BlockPool: the physical blocks of a paged KV cache, a free queue and a reference count per block.
 
-The shape of vLLM's `vllm/v1/core/block_pool.py` without the prefix cache (see `block_manager.py`):
-blocks are handed out from the FRONT of the free queue and a block whose last reference is dropped goes
-to its END, so the most recently freed blocks are reused last (they may still be worth a prefix hit).
+The shape of vLLM's `vllm/v1/core/block_pool.py`: blocks are handed out from the FRONT of the free queue
+and a block whose last reference is dropped goes to its END, so the most recently freed blocks are reused
+last (they may still be worth a prefix hit). It is the one allocator of the library: `BlockManager`
+(block_manager.py) keeps its prefix cache and block tables over a BlockPool, and fork / copy-on-write
+(copy_on_write.py) work on one directly.
 """
 from __future__ import annotations
 
@@ -59,6 +61,16 @@ class BlockPool:
             self.ref_counts[b] -= 1
             if self.ref_counts[b] == 0:
                 self.free_block_ids.append(b)
+
+    def touch(self, blocks: list[int]) -> None:
+        """One more reference to each block; a free block leaves the free queue from wherever it sits (a
+        prefix-cache hit on a freed block takes it back; vLLM's `BlockPool.touch`)."""
+        for b in blocks:
+            self._check_id(b)
+        for b in blocks:
+            if self.ref_counts[b] == 0:
+                self.free_block_ids.remove(b)
+            self.ref_counts[b] += 1
 
     def fork(self, block_table: list[int]) -> list[int]:
         """A new table with the same blocks, each gaining one reference (a child sequence shares them)."""
