@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from pagedkv_lib.judge import judge
-from pagedkv_lib.judge.cases import ex130, ex131
+from pagedkv_lib.judge.cases import ex130, ex131, kernel_harness
 from pagedkv_lib.judge.grading import grade
 from pagedkv_lib.judge.outcome import NOT_IMPLEMENTED, WRONG_ANSWER
 from pagedkv_lib.judge.registry import get
@@ -23,11 +23,12 @@ CASES = {130: ex130, 131: ex131}
 
 def skip_on_an_old_interpreter(result) -> None:
     """Triton 3.6's interpreter (the GPU image's) with a recent NumPy, or one imported without
-    TRITON_INTERPRET=1, cannot run the decode kernels: the judge must say why (ex130.INTERPRETER_TROUBLE)
+    TRITON_INTERPRET=1, cannot run the decode kernels: the judge must say why
+    (kernel_harness.INTERPRETER_TROUBLE)
     rather than blame the submission, and the test is skipped."""
     failure = result.first_failure
     if failure is not None and failure.outcome.message.removeprefix("RuntimeError: ") in \
-            ex130.INTERPRETER_TROUBLE.values():
+            kernel_harness.INTERPRETER_TROUBLE.values():
         pytest.skip(failure.outcome.message)
 
 
@@ -73,7 +74,8 @@ def test_13x_solution_passes_stub_not_implemented_and_planted_bugs_rejected(exer
     stub = tmp_path / ex.filename
     stub.write_text(make_stub(ex.solution_path.read_text(), exercise_id))
     bugs = planted(exercise_id, tmp_path)
-    solution, practice, *results = grade(exercise_id, [ex.solution_path, stub, *bugs], jobs=2)
+    solution, practice, *results = grade(exercise_id, [ex.solution_path, stub, *bugs], jobs=2,
+                                         isolation="fork")
     skip_on_an_old_interpreter(solution)
     assert solution.ok, (solution.first_failure, solution.load)
     assert practice.verdict == NOT_IMPLEMENTED and practice.passed == 0
@@ -151,6 +153,6 @@ def test_13x_bench_checks_accept_the_library_kernels_and_reject_wrong_results():
     try:
         assert ex131.bench_correct(paged_attention_decode_triton, args)
     except Exception as exc:                                         # Triton 3.6's interpreter
-        if not any(words in str(exc) for words in ex130.INTERPRETER_TROUBLE):
+        if not any(words in str(exc) for words in kernel_harness.INTERPRETER_TROUBLE):
             raise
         pytest.skip(f"this Triton's interpreter cannot run the library's decode kernel: {exc}")

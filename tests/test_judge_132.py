@@ -74,7 +74,7 @@ def test_132_judge_catches_every_planted_bug(tmp_path):
         path = tmp_path / f"{name}.py"
         path.write_text(source)
         paths.append(path)
-    results = grade(132, paths, jobs=2)
+    results = grade(132, paths, jobs=2, isolation="fork")
     for name, result in zip(BUGS, results, strict=True):
         assert not result.ok, f"the judge missed the planted bug {name}"
         failure = result.first_failure

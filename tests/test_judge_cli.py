@@ -148,6 +148,6 @@ def test_judge_a_new_exercise_is_a_case_module_and_a_registry_entry(tmp_path, mo
         {"slot_mapping_for": "pagedkv_lib.core.slot_mapping:slot_mapping_for"}, time_limit_s=5.0))
     path = tmp_path / "999_fake.py"
     path.write_text(SOLUTION_122)
-    (result,) = grade(999, [path], bench=True)
+    (result,) = grade(999, [path], bench=True, isolation="fork")   # the fake lives in this process only
     assert result.ok and result.bench["calls_per_s"] == 1.5 and result.bench["device"] == "cpu"
     assert result.bench["rows"].tolist() == [0, 1, 2]

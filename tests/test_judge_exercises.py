@@ -10,6 +10,7 @@ import ast
 import pytest
 from judge_plants.bugs import BUGS
 
+from pagedkv_lib.judge import isolation
 from pagedkv_lib.judge.grading import grade
 from pagedkv_lib.judge.outcome import NOT_IMPLEMENTED
 from pagedkv_lib.judge.registry import EXERCISES, get
@@ -41,7 +42,8 @@ def test_12x_solution_passes_stub_not_implemented_and_every_planted_bug_rejected
     stub.write_text(make_stub(ex.solution_path.read_text(), exercise_id))
     bugs, verdicts = planted(exercise_id, tmp_path)
     assert len(bugs) >= 3
-    solution, practice, *results = grade(exercise_id, [ex.solution_path, stub, *bugs], jobs=2)
+    solution, practice, *results = grade(exercise_id, [ex.solution_path, stub, *bugs], jobs=2,
+                                         isolation="fork")
     assert solution.ok, (solution.first_failure, solution.load)
     assert practice.verdict == NOT_IMPLEMENTED and practice.passed == 0
     assert all(c.verdict == NOT_IMPLEMENTED for c in practice.cases)
@@ -55,8 +57,21 @@ def test_12x_solution_passes_stub_not_implemented_and_every_planted_bug_rejected
 @pytest.mark.parametrize("seed", [1, 2])
 def test_12x_every_solution_passes_other_random_cases(seed):
     for exercise_id in IDS:
-        (result,) = grade(exercise_id, [get(exercise_id).solution_path], seed=seed)
+        (result,) = grade(exercise_id, [get(exercise_id).solution_path], seed=seed, isolation="fork")
         assert result.ok, (exercise_id, seed, result.first_failure)
+
+
+def test_12x_every_solution_passes_in_the_sandbox_the_cli_uses(tmp_path):
+    """The planted bugs run in forked children (fast); the same answers come back from the sandbox."""
+    if isolation.bwrap_path() is None:
+        pytest.skip("bwrap is missing or cannot sandbox here (.ci/run installs Debian's bubblewrap)")
+    for exercise_id in IDS:
+        ex = get(exercise_id)
+        stub = tmp_path / ex.filename
+        stub.write_text(make_stub(ex.solution_path.read_text(), exercise_id))
+        solution, practice = grade(exercise_id, [ex.solution_path, stub], jobs=2, isolation="bwrap")
+        assert solution.ok and solution.isolation.startswith("bwrap"), (exercise_id, solution.first_failure)
+        assert practice.verdict == NOT_IMPLEMENTED
 
 
 def test_committed_stubs_are_generated_from_the_solutions():

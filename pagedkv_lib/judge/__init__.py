@@ -4,28 +4,38 @@
     judge(127) / %judge 127                 grade code written in a notebook (%load_ext pagedkv_lib.judge)
     python -m pagedkv_lib.judge.stubs       regenerate practice/ stubs from solutions/
 
-How a grading run goes (engine.grade): the case module builds the cases (inputs only); sandbox.run_all
-forks one child per submission and a Supervisor (supervisor.py) watches each one's time, memory and output;
-in the child (child.py) the guard poisons the graded library names and the submission is loaded and checked
-(submission.py), then every case runs and its observation streams back (wire.py). After every child has
-exited the parent runs the same cases on the oracle and the case module compares them, naming the usual
-mistake (cases/, compare.py); report.py prints text, JSON or CSV; status.py keeps the learner's verdicts.
+How a grading run goes (grading.grade), module by module:
+- registry.py      the exercises: id -> files, oracle, limits, devices
+- cases/exNNN.py   build(seed, device) -> cases (inputs only); run(ns, case) -> observation; check(...)
+- sandbox.py       run_all: one child per submission, `jobs` at a time, restarts after a crash, and the
+                   integrity check (integrity.py) after each child: a changed protected file is tampering
+- supervisor.py    the parent's watch over one child: a state machine over the protocol's messages, the
+                   deadlines, the kill, and why the child ended
+- isolation.py     where the child runs (a bwrap sandbox for files, a fork for notebooks) and how all it
+                   started ends (PID namespace, cgroup, or subreaper sweep)
+- child.py         the child: limits, scratch directory, guards (guards.py, submission.install_guard), the
+                   submission (submission.py), then every case, each result sent as a message
+- protocol.py      the framing and the typed messages between child and parent
+After every child has exited the parent runs the same cases on the oracle and the case module compares
+them, naming the usual mistake (compare.py, outcome.py); report.py prints text, JSON or CSV; status.py
+keeps the learner's verdicts.
 
 Adding an exercise (e.g. 130):
 1. solutions/130_<slug>.py: the reference solution, its contract in the docstrings, each answer between
-   `# BEGIN SOLUTION` / `# END SOLUTION`; `python -m pagedkv_lib.judge.stubs` then writes the practice stub.
+   `# BEGIN SOLUTION` / `# END SOLUTION`; `python -m pagedkv_lib.judge.stubs 130` then writes the stub.
 2. registry.EXERCISES: Exercise(130, slug, title, difficulty, notebook, oracle={graded name:
    "module:attr" of the library object it is checked against}, forbidden=(other library objects the
    submission may not call), time_limit_s=per case, memory_limit_mb=None to lift the address-space cap
-   (CUDA needs it), devices=("cpu", "cuda") for one case set per device).
+   (CUDA needs it), devices=("cpu", "cuda") for one case set per device, triton=True for a kernel).
 3. cases/ex130.py: build(seed, device) -> [Case], run(ns, case) -> observation, check(case, expected,
-   got) -> Outcome; optionally bench(ns, device) -> dict of figures for `judge.py 130 --bench` (it runs in
-   the child after the cases, under Limits.bench_limit_s). See cases/__init__.py; scripted (stateful)
-   exercises reuse cases/script.py; attention-like ones cases/attention.py.
+   got) -> Outcome; optionally bench(ns, device) (in the child) and bench_report(figures, device) (in the
+   parent) for `judge.py 130 --bench`. See cases/__init__.py; scripted (stateful) exercises reuse
+   cases/script.py, attention-like ones cases/attention_cases.py, Triton ones cases/kernel_harness.py.
    GPU exercises: build inputs on the CPU and move them to `device` inside run (the parent must not touch
    CUDA before it forks; the oracle can run on the CPU after the children are done). In the child, the
    modules named in `oracle` and `forbidden` cannot be re-read from disk (no reload), nor can solutions/.
-4. tests/test_judge_<id>.py: the solution passes, the stub is not implemented, planted bugs are caught.
+4. tests/judge_plants/bugs.py: planted bugs with the verdict and hint each must get
+   (tests/test_judge_plants.py runs them all); the solution must pass, the stub be "not implemented".
 """
 from __future__ import annotations
 

@@ -1,98 +1,139 @@
-"""Inside the child process: guard the library, load the submission, run the cases, report each result.
+"""Inside the child process: contain it, load the submission, run the cases, report each one (protocol.py).
 
-The child is a fork of the judge (torch already imported). Results go back through a pipe as frames in
-`wire` format, which the parent loads without running any code; stdout and stderr go to another pipe that
-the parent caps and never parses. The child never sees an expected result: the parent computes those after
-every child has exited.
+A child is started one of two ways (isolation.py decides):
+- exec: `python -m pagedkv_lib.judge.child --result-fd N` inside a bubblewrap sandbox; the pickled `Job`
+  arrives on stdin, stdout and stderr are the parent's output pipe;
+- fork: a fork of the judge (torch already imported), for notebooks and where bwrap is missing.
+Either way `serve` sets the limits, moves into the scratch directory, installs the guards (guards.py and
+submission.install_guard) and only then imports the submission. The child never sees an expected result:
+the parent computes those after every child has exited.
 """
 from __future__ import annotations
 
+import argparse
 import io
 import os
+import pickle
 import resource
 import signal
-import struct
 import sys
+import tempfile
 import time
 import traceback
 
 import torch
 
-from . import wire
+from . import guards
 from .outcome import describe_exception
+from .protocol import (
+    BenchFinished,
+    BenchStarted,
+    CaseFinished,
+    CaseRecord,
+    CaseStarted,
+    Channel,
+    ErrorRecord,
+    Fatal,
+    Finished,
+    Loaded,
+    LoadFailed,
+    Refused,
+)
 from .submission import LoadError, install_guard, load_submission
 
-MAGIC = b"PKVJ"
-HEADER = struct.Struct("!4sQ")
 
-
-class Channel:
-    """Frames to the parent; holds its own references, so patching torch or os later does not reach it."""
-
-    def __init__(self, fd: int):
-        self.fd, self.write, self.encode = fd, os.write, wire.encode
-
-    def send(self, kind: str, index: int = 0, data=None) -> None:
-        payload = self.encode((kind, index, data))
-        frame = HEADER.pack(MAGIC, len(payload)) + payload
-        view = memoryview(frame)
-        while view:
-            view = view[self.write(self.fd, view):]
-
-
-def child_main(job, res_fd: int, out_fd: int) -> None:
-    """Never returns: the child always ends with os._exit."""
+def fork_main(job, res_fd: int, out_fd: int) -> None:
+    """Entry in a forked child; never returns (the child always ends with os._exit)."""
     channel = None
     try:
-        os.setsid()                                   # its own process group: the parent kills them all
+        os.setsid()                                   # its own session: the parent kills its group
+        job.containment.enter()
         _die_with_parent()
         _redirect_output(out_fd)
         _blind_inherited_fds(keep=(0, 1, 2, res_fd))
-        _set_limits(job.limits, job.bench)
-        torch.set_num_threads(1)
         channel = Channel(res_fd)
-        _run(job, channel)
+        serve(job, channel)
     except BaseException:
-        if channel is not None:
-            try:
-                channel.send("fatal", 0, traceback.format_exc()[-1500:])
-            except BaseException:
-                pass
+        _fatal(channel)
     finally:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except BaseException:
-                pass
-        os._exit(0)
+        _exit()
 
 
-def _run(job, channel: Channel) -> None:
-    install_guard(job.exercise, job.submission.path)
+def exec_main(argv=None) -> None:
+    """Entry of `python -m pagedkv_lib.judge.child` (in the sandbox); never returns."""
+    channel = None
+    try:
+        parser = argparse.ArgumentParser(prog="python -m pagedkv_lib.judge.child")
+        parser.add_argument("--result-fd", type=int, required=True)
+        args = parser.parse_args(argv)
+        job = pickle.loads(sys.stdin.buffer.read())   # from the parent, trusted
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        sys.stdin = io.StringIO()
+        _die_with_parent()
+        _blind_inherited_fds(keep=(0, 1, 2, args.result_fd))
+        channel = Channel(args.result_fd)
+        serve(job, channel)
+    except BaseException:
+        _fatal(channel)
+    finally:
+        _exit()
+
+
+def serve(job, channel: Channel) -> None:
+    """Limits, scratch directory, guards, the submission, then every case from `job.start` (and the bench)."""
+    _set_limits(job.limits, job.bench)
+    torch.set_num_threads(1)
+    scratch = job.scratch
+    os.makedirs(os.path.join(scratch, "tmp"), exist_ok=True)
+    os.chdir(scratch)
+    os.environ.update(TMPDIR=os.path.join(scratch, "tmp"), HOME=scratch,
+                      TRITON_CACHE_DIR=os.path.join(scratch, "triton-cache"))
+    tempfile.tempdir = os.path.join(scratch, "tmp")
+    sys.dont_write_bytecode = True                    # importing the submission writes nothing
+    module = job.exercise.cases()                     # imports torch, triton ... before the guards
+    hidden, prefixes, allowed = install_guard(job.exercise, job.submission.path)
+    if job.limits.guards:
+        guards.install(guards.Policy(scratch, hidden, prefixes, allowed, guards.trusted_packages()),
+                       lambda action: channel.send(Refused(action)))
     try:
         ns, files = load_submission(job.submission, job.exercise)
     except LoadError as err:
-        channel.send("load_error", 0, err.record)
+        channel.send(LoadFailed(err.record))
         return
-    channel.send("loaded")
-    module = job.exercise.cases()
+    channel.send(Loaded())
     for i in range(job.start, len(job.cases)):
-        channel.send("begin", i)
+        channel.send(CaseStarted(i))
         t0 = time.perf_counter()
         try:
-            record = {"ok": module.run(ns, job.cases[i])}
+            record = CaseRecord(observation=module.run(ns, job.cases[i]))
         except BaseException as exc:
-            record = {"error": describe_exception(exc, files)}
-        record["time_s"] = time.perf_counter() - t0
-        channel.send("done", i, record)
+            record = CaseRecord(error=ErrorRecord.from_exception(exc, files))
+        channel.send(CaseFinished(i, CaseRecord(record.observation, record.error, time.perf_counter() - t0)))
     if job.bench and hasattr(module, "bench"):
-        channel.send("begin", -1)
+        channel.send(BenchStarted())
         try:
-            record = {"ok": module.bench(ns, job.device)}
+            channel.send(BenchFinished(figures=module.bench(ns, job.device)))
         except BaseException as exc:
-            record = {"error": describe_exception(exc, files)}
-        channel.send("done", -1, record)
-    channel.send("end")
+            channel.send(BenchFinished(error=describe_exception(exc, files)["message"]))
+    channel.send(Finished())
+
+
+def _fatal(channel) -> None:
+    if channel is not None:
+        try:
+            channel.send(Fatal(traceback.format_exc()[-1500:]))
+        except BaseException:
+            pass
+
+
+def _exit() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:
+            pass
+    os._exit(0)
 
 
 def _die_with_parent() -> None:
@@ -140,3 +181,7 @@ def _set_limits(limits, bench: bool) -> None:
             vm = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
         cap = vm + limits.memory_limit_mb * 2**20
         resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+
+
+if __name__ == "__main__":
+    exec_main()

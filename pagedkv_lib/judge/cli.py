@@ -5,7 +5,8 @@
     judge.py --list                      every exercise, its difficulty and your status on it
     judge.py --reset ID                  the stub of ID back in practice/ (your file is backed up beside it)
     --json  machine-readable results (schema in pagedkv_lib/judge/report.py)   --seed N  other random cases
-Exit status 0 only when every case of every graded file passes, 1 when one fails, 2 on a usage error.
+Exit status 0 only when every case of every graded file passes, 1 when one fails, 2 on a usage error, 3 when
+a submission changed a protected file (tampering: the results of the batch cannot be trusted).
 """
 from __future__ import annotations
 
@@ -56,9 +57,10 @@ def main(argv=None) -> int:
 
 
 def _grade(exercise, files, args, device) -> int:
-    from pagedkv_lib.judge import report
-
+    from . import report
     from .grading import grade
+    from .integrity import describe
+    from .outcome import TAMPERING
     from .sandbox import Limits
 
     limits = Limits.for_exercise(exercise, time_limit_s=args.time_limit)
@@ -67,8 +69,9 @@ def _grade(exercise, files, args, device) -> int:
                     jobs=args.jobs, bench=args.bench, on_done=progress)
     if progress:
         progress.close()
+    tampered = sorted({p for r in results for p in r.tampered})
     for f, result in zip(files, results):
-        if f.resolve().parent == registry.PRACTICE_DIR.resolve():
+        if f.resolve().parent == registry.PRACTICE_DIR.resolve() and not tampered:
             status.record(result)
     if args.json:
         data = [report.to_dict(r) for r in results]
@@ -80,6 +83,12 @@ def _grade(exercise, files, args, device) -> int:
     if args.csv:
         text = report.to_csv(results)
         sys.stdout.write(text) if args.csv == "-" else Path(args.csv).write_text(text)
+    if tampered:
+        who = [r.label for r in results if r.verdict == TAMPERING]
+        print(f"judge.py: TAMPERING: {describe(tampered)} changed while grading ({', '.join(who)}); the "
+              "batch stopped there and nothing was recorded: restore those files and grade again",
+              file=sys.stderr)
+        return 3
     return 0 if all(r.ok for r in results) else 1
 
 

@@ -22,7 +22,7 @@ def judge(exercise_id: int, namespace: dict | None = None, *, seed: int = 0, dev
     result = grade(exercise_id, [Submission("notebook", namespace=namespace)], seed=seed, device=device,
                    limits=limits)[0]
     print(report.text(result, verbose=verbose, timing=False))
-    status.record(result, keep_pass=True)
+    status.record(result, source="notebook")
     return result
 
 

@@ -11,10 +11,12 @@ RUNTIME_ERROR = "runtime error"
 TIME_LIMIT = "time limit"
 MEMORY_LIMIT = "memory limit"
 NOT_IMPLEMENTED = "not implemented"
+TAMPERING = "tampering"           # a protected file (judge, library, status, another file) changed meanwhile
 SKIPPED = "skipped"               # not run: an earlier case ended the process and the restarts ran out
-VERDICTS = (PASSED, WRONG_ANSWER, RUNTIME_ERROR, TIME_LIMIT, MEMORY_LIMIT, NOT_IMPLEMENTED, SKIPPED)
+VERDICTS = (PASSED, WRONG_ANSWER, RUNTIME_ERROR, TIME_LIMIT, MEMORY_LIMIT, NOT_IMPLEMENTED, TAMPERING,
+            SKIPPED)
 CODES = {PASSED: "ok", WRONG_ANSWER: "WA", RUNTIME_ERROR: "RE", TIME_LIMIT: "TLE", MEMORY_LIMIT: "MLE",
-         NOT_IMPLEMENTED: "NI", SKIPPED: "--"}
+         NOT_IMPLEMENTED: "NI", TAMPERING: "TAMP", SKIPPED: "--"}
 _OOM_WORDS = ("can't allocate memory", "out of memory", "cannot allocate memory")
 
 
@@ -79,10 +81,14 @@ def user_trace(exc: BaseException, files=()) -> list:
             for f in mine[-4:]]
 
 
-def from_record(record: dict) -> Outcome:
-    """The Outcome of an exception record made by `describe_exception` (possibly by a hostile child)."""
+def from_record(record) -> Outcome:
+    """The Outcome of an exception record (protocol.ErrorRecord, or a dict of `describe_exception`) made in
+    a child, possibly a hostile one: a child cannot claim a pass or tampering."""
+    if not isinstance(record, dict):
+        record = {"verdict": record.verdict, "message": record.message, "hint": record.hint,
+                  "trace": list(record.trace)}
     verdict = record.get("verdict") if record.get("verdict") in VERDICTS else RUNTIME_ERROR
-    if verdict == PASSED:
+    if verdict in (PASSED, TAMPERING, SKIPPED):
         verdict = RUNTIME_ERROR
     details = [str(line) for line in record.get("trace", []) if isinstance(line, str)]
     return Outcome(verdict, str(record.get("message", ""))[:500], str(record.get("hint", "")), details)

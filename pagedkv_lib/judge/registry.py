@@ -26,6 +26,7 @@ class Exercise:
     time_limit_s: float = 2.0         # per case
     memory_limit_mb: int | None = 2048  # address space the child may add to the judge's; None: no cap (CUDA)
     devices: tuple = ("cpu",)         # case sets: cases.exNNN.build(seed, device) for each of these
+    triton: bool = False              # a Triton exercise: the interpreter on "cpu", native on "cuda"
 
     @property
     def functions(self) -> tuple:
@@ -98,13 +99,13 @@ EXERCISES: dict[int, Exercise] = {e.id: e for e in (
              {"store_kvcache_triton": "pagedkv_lib.core.store_kvcache:store_kvcache"},
              forbidden=tuple(f"{_KS}:{n}" for n in ("store_kvcache_triton", "launch_store_kvcache",
                                                      "_store_kvcache_kernel")),
-             time_limit_s=20.0, memory_limit_mb=None, devices=("cpu", "cuda")),
+             time_limit_s=20.0, memory_limit_mb=None, devices=("cpu", "cuda"), triton=True),
     Exercise(131, "triton_paged_decode", "Triton paged decode", "hard", "10 Triton: paged decode attention",
              {"paged_attention_decode_triton": f"{_ATTN}:paged_attention_decode"},
              forbidden=(f"{_ATTN}:paged_attention_varlen", "pagedkv_lib.core.kv_cache:gather_kv",
                         *(f"{_KD}:{n}" for n in ("paged_attention_decode_triton", "launch_decode_attention",
                                                  "_decode_attention_kernel", "_reduce_splits_kernel"))),
-             time_limit_s=20.0, memory_limit_mb=None, devices=("cpu", "cuda")),
+             time_limit_s=20.0, memory_limit_mb=None, devices=("cpu", "cuda"), triton=True),
     Exercise(132, "scheduler_step", "Scheduler with preemption", "hard", "11 Capstone: a mini engine",
              {"schedule": "pagedkv_lib.engine.scheduler:schedule"},
              forbidden=("pagedkv_lib.engine.scheduler:preempt", "pagedkv_lib.engine.scheduler:Scheduler")),

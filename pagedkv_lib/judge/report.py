@@ -1,10 +1,13 @@
 """Reports of a grading run: text for people, JSON for machines, CSV for an instructor's batch.
 
 JSON schema (`judge.py ID FILE --json`; a batch gives a list of these objects):
-    {"schema": 1, "exercise": 127, "title": str, "file": str, "seed": int, "device": "cpu",
+    {"schema": 2, "exercise": 127, "title": str, "file": str, "seed": int, "device": "cpu",
      "verdict": "passed" | "wrong answer" | "runtime error" | "time limit" | "memory limit"
-                | "not implemented",
-     "passed": int, "total": int, "wall_s": float,
+                | "not implemented" | "tampering" | "skipped",
+     "passed": int, "total": int, "wall_s": float, "isolation": str (how the submission was kept in, e.g.
+     "bwrap sandbox (...) + cgroup pids.max 256 + in-process
+                  guards"),
+     "tampered": [str] (protected files that changed while it ran: then the verdict is "tampering"),
      "load_error": null | {"verdict", "message", "hint", "details": [str], "max_abs_err": null},
      "cases": [{"name": "fixed/...", "verdict": str (or "skipped"), "time_s": float | null,
                 "message": str, "hint": str, "details": [str], "max_abs_err": float | null}],
@@ -16,6 +19,7 @@ import csv
 import io
 
 from .compare import show
+from .integrity import describe
 from .outcome import CODES, PASSED
 
 
@@ -23,6 +27,11 @@ def text(result, verbose: bool = False, timing: bool = True) -> str:
     """The report of one graded file; `timing=False` leaves out times (stable notebook output)."""
     lines = [f"Exercise {result.exercise_id}: {result.title}",
              f"  graded: {result.label}   seed {result.seed}   device {result.device}"]
+    if timing:                                   # notebooks leave it out: it differs between machines
+        lines.append(f"  isolation: {result.isolation}")
+    if result.tampered:
+        lines += ["", "TAMPERING: protected files changed while this submission ran, so its verdict "
+                      "cannot be trusted:", *_indent([describe(result.tampered)])]
     if result.load is not None:
         lines += [f"The submission could not be graded: {result.load.verdict}",
                   *_indent([result.load.message, *result.load.details])]
@@ -67,9 +76,10 @@ def summary(result, timing: bool = True) -> str:
 
 
 def to_dict(result) -> dict:
-    return {"schema": 1, "exercise": result.exercise_id, "title": result.title, "file": result.label,
+    return {"schema": 2, "exercise": result.exercise_id, "title": result.title, "file": result.label,
             "seed": result.seed, "device": result.device, "verdict": result.verdict,
             "passed": result.passed, "total": result.total, "wall_s": round(result.wall_s, 3),
+            "isolation": result.isolation, "tampered": list(result.tampered),
             "load_error": result.load.to_dict() if result.load else None,
             "cases": [{"name": c.name, "time_s": c.time_s, **c.outcome.to_dict()} for c in result.cases],
             "output": result.output, "output_bytes": result.output_total, "bench": _plain(result.bench)}

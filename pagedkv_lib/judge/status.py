@@ -1,6 +1,11 @@
-"""The learner's status per exercise, kept in a small git-ignored JSON file that each grading run updates.
+"""The learner's status per exercise, kept in a small git-ignored JSON file that the judge updates.
 
-Path: practice/.judge_status.json, or $PAGEDKV_JUDGE_STATUS.
+Path: practice/.judge_status.json, or $PAGEDKV_JUDGE_STATUS. Only the judge's parent process writes it, after
+its children have exited (and only when no protected file changed meanwhile); every entry is checked
+against the schema when read, and one that does not validate shows as "unknown", never as passed.
+
+    {"127": {"verdict": "passed", "passed": 19, "total": 19, "file": "practice/127_....py", "seed": 0,
+             "when": "2026-11-30 20:15:00", "source": "file" | "notebook"}, ...}
 """
 from __future__ import annotations
 
@@ -9,7 +14,11 @@ import os
 import time
 from pathlib import Path
 
+from .outcome import NOT_IMPLEMENTED, PASSED, SKIPPED, TAMPERING, VERDICTS
 from .registry import PRACTICE_DIR
+
+UNKNOWN = "unknown"
+_FIELDS = {"verdict": str, "passed": int, "total": int, "file": str, "seed": int, "when": str}
 
 
 def path() -> Path:
@@ -17,6 +26,7 @@ def path() -> Path:
 
 
 def read() -> dict:
+    """{exercise id (str): entry} as stored; not validated (see `entry`)."""
     try:
         data = json.loads(path().read_text())
         return data if isinstance(data, dict) else {}
@@ -24,31 +34,58 @@ def read() -> dict:
         return {}
 
 
-def record(result, keep_pass: bool = False) -> None:
-    """Remember the verdict of `result` (an engine.Result) for its exercise; never fails the grading.
+def valid(entry) -> bool:
+    """An entry the judge could have written: the fields and types of the schema, a known verdict, counts
+    that agree with it."""
+    if not isinstance(entry, dict) or any(type(entry.get(k)) is not t for k, t in _FIELDS.items()):
+        return False
+    if entry["verdict"] not in VERDICTS or entry["verdict"] in (TAMPERING, SKIPPED):
+        return False
+    if not 0 <= entry["passed"] <= entry["total"]:
+        return False
+    return (entry["verdict"] == PASSED) == (entry["passed"] == entry["total"] > 0)
 
-    keep_pass: do not replace a stored full pass with a worse verdict (a notebook re-run grades the
-    notebook's own empty stub and must not erase what the learner's file earned).
+
+def entry(exercise_id: int) -> dict | None:
+    """The validated entry of one exercise; {"verdict": "unknown"} if it does not validate; None if absent."""
+    found = read().get(str(exercise_id))
+    if found is None:
+        return None
+    return found if valid(found) else {"verdict": UNKNOWN}
+
+
+def record(result, source: str = "file") -> bool:
+    """Remember the verdict of `result` (a grading.Result); never fails the grading. Returns whether it wrote.
+
+    A notebook run ("notebook") records only what the learner wrote there (not the notebook's own empty
+    stub), and never replaces a stored pass with a worse verdict. A tampered result is never recorded.
     """
-    data = read()
+    if result.tampered or result.verdict == TAMPERING:
+        return False
+    data = {k: v for k, v in read().items() if valid(v)}
     old = data.get(str(result.exercise_id), {})
-    if keep_pass and old.get("passed") == old.get("total") and old.get("total") and \
-            result.passed != result.total:
-        return
+    if source == "notebook":
+        if result.verdict == NOT_IMPLEMENTED:
+            return False
+        if old.get("verdict") == PASSED and not result.ok:
+            return False
     data[str(result.exercise_id)] = {"verdict": result.verdict, "passed": result.passed,
                                      "total": result.total, "file": result.label, "seed": result.seed,
-                                     "when": time.strftime("%Y-%m-%d %H:%M:%S")}
+                                     "when": time.strftime("%Y-%m-%d %H:%M:%S"), "source": source}
     try:
         target = path()
         tmp = target.with_name(target.name + ".tmp")
         tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
         tmp.replace(target)
+        return True
     except OSError:
-        pass
+        return False
 
 
 def describe(exercise_id: int) -> str:
-    entry = read().get(str(exercise_id))
-    if not entry:
+    found = entry(exercise_id)
+    if found is None:
         return "not graded yet"
-    return f"{entry.get('verdict', '?')} ({entry.get('passed', '?')}/{entry.get('total', '?')})"
+    if found["verdict"] == UNKNOWN:
+        return "unknown (the status entry does not validate)"
+    return f"{found['verdict']} ({found['passed']}/{found['total']})"

@@ -1,9 +1,10 @@
 """Loading a submission inside the child: the guard around the library, then the graded names and checks.
 
-The guard replaces every library object the exercise grades (or forbids) with one that refuses to work,
-blocks `import solutions...`, and adds an audit hook so that no solution file can be opened either. The
-graded names must then be top-level defs or classes of the submitted file (or, in a notebook, not come from
-the library or the solutions); a class may not inherit from a class defined elsewhere.
+The guard replaces every library object the exercise grades (or forbids) with one that refuses to work and
+blocks `import solutions...`; the audit hook of guards.py then keeps the solution files and the oracle's
+source closed. The graded names must then be top-level defs or classes of the submitted file (or, in a
+notebook, not come from the library or the solutions); a class may not inherit from a class defined
+elsewhere.
 """
 from __future__ import annotations
 
@@ -15,13 +16,14 @@ import os
 import sys
 
 from .outcome import RUNTIME_ERROR, ForbiddenCall, describe_exception
+from .protocol import ErrorRecord
 from .registry import LIBRARY_DIR, SOLUTIONS_DIR, resolve
 
 
 class LoadError(Exception):
     def __init__(self, verdict: str, message: str, hint: str = "", trace=()):
         super().__init__(message)
-        self.record = {"verdict": verdict, "message": message, "hint": hint, "trace": list(trace)}
+        self.record = ErrorRecord(verdict, message, hint, tuple(trace))
 
 
 class _NoSolutions(importlib.abc.MetaPathFinder):
@@ -31,10 +33,11 @@ class _NoSolutions(importlib.abc.MetaPathFinder):
         return None
 
 
-def install_guard(exercise, graded_file: str | None = None) -> None:
-    """Replace the library objects the exercise grades (or forbids) by ones that refuse to work, and keep
-    the submission away from the reference solutions (all but `graded_file`, when that is one) and from the
-    source of the modules that hold those objects (no reload, no exec of their text)."""
+def install_guard(exercise, graded_file: str | None = None):
+    """Replace the library objects the exercise grades (or forbids) by ones that refuse to work, and block
+    `import solutions`. Returns what the audit hook (guards.py) must keep closed: (files, directory
+    prefixes, allowed files): the source of the modules that hold those objects (no reload, no exec of
+    their text, no cached bytecode) and the reference solutions, except `graded_file` when it is one."""
     hidden = set()
     targets = [(t, resolve(t)) for t in (*exercise.oracle.values(), *exercise.forbidden)]   # imports first
     for target, original in targets:
@@ -47,24 +50,16 @@ def install_guard(exercise, graded_file: str | None = None) -> None:
                 if value is original:
                     setattr(module, attr, poison)
         source = os.path.realpath(sys.modules[target.partition(":")[0]].__file__)
-        hidden |= {source, os.path.join(os.path.dirname(source), "__pycache__")}
+        cache = os.path.join(os.path.dirname(source), "__pycache__")
+        stem = os.path.splitext(os.path.basename(source))[0] + "."
+        hidden.add(source)
+        if os.path.isdir(cache):
+            hidden.update(os.path.join(cache, f) for f in os.listdir(cache) if f.startswith(stem))
     sys.meta_path.insert(0, _NoSolutions())
     for name in [n for n in sys.modules if n == "solutions" or n.startswith("solutions.")]:
         del sys.modules[name]
-    allowed = os.path.realpath(graded_file) if graded_file else None
-    stems = {os.path.splitext(os.path.basename(h))[0] + "." for h in hidden if h.endswith(".py")}
-
-    def refuse(event: str, args) -> None:                     # an audit hook on every open()
-        if event != "open" or not isinstance(args[0], (str, bytes, os.PathLike)):
-            return
-        name = os.path.realpath(os.fsdecode(args[0]))
-        if name.startswith(str(SOLUTIONS_DIR) + os.sep) and name != allowed:
-            raise PermissionError(f"{name}: the reference solutions cannot be read while grading")
-        cached = os.path.dirname(name) in hidden and os.path.basename(name).startswith(tuple(stems))
-        if name in hidden or cached:
-            raise PermissionError(f"{name}: the oracle's source cannot be read while grading")
-
-    sys.addaudithook(refuse)
+    allowed = {os.path.realpath(graded_file)} if graded_file else set()
+    return frozenset(hidden), (str(SOLUTIONS_DIR) + os.sep,), frozenset(allowed)
 
 
 def _poisoned(original, message: str):

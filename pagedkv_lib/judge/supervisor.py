@@ -1,28 +1,96 @@
-"""The parent's watch over one child: fork it, read its frames and output, enforce limits, explain its end.
+"""The parent's watch over one child: start it, read its messages and output, enforce limits, explain its end.
 
 A `Supervisor` is non-blocking: `run_all` (sandbox.py) calls `read` when a pipe is readable and `check`
 regularly; once `check` says the child is gone, `finish` records why and says where to restart, if anywhere.
+The child's progress is a small state machine over protocol.py's messages:
+
+    LOADING --Loaded--> BETWEEN --CaseStarted(i)--> IN_CASE --CaseFinished(i)--> BETWEEN ...
+    LOADING --LoadFailed--> DONE         BETWEEN --BenchStarted--> IN_BENCH --BenchFinished--> BETWEEN
+    BETWEEN (after the last case) --Finished--> DONE
+
+Each phase has a deadline (loading, a case, the benchmark); past it the child's whole process group (and
+its cgroup, or its sandbox) is killed and the verdict is a time limit. A message out of order, or bytes
+that are no message, mean the child's channel was written by something else: a runtime error.
 """
 from __future__ import annotations
 
+import enum
 import os
+import pickle
+import shutil
 import signal
+import subprocess
 import sys
+import tempfile
+import threading
 import time
+from dataclasses import dataclass
+from pathlib import Path
 
-from . import child, wire
+from . import isolation
 from .outcome import MEMORY_LIMIT, RUNTIME_ERROR, SKIPPED, TIME_LIMIT, Outcome, from_record
+from .protocol import (
+    BenchFinished,
+    BenchStarted,
+    CaseFinished,
+    CaseStarted,
+    Fatal,
+    Finished,
+    FrameReader,
+    Loaded,
+    LoadFailed,
+    ProtocolError,
+    Refused,
+)
 
-MAX_FRAME = 64 * 2**20                 # bytes of one result frame; more is tampering
+PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])    # what the exec'd child needs on sys.path
+REFUSED_HINT = ("a graded function computes its answer and returns it: it may not write files outside its "
+                "working directory, start processes, load native code or open sockets")
+
+
+class Phase(enum.Enum):
+    LOADING = "loading"
+    BETWEEN = "between cases"
+    IN_CASE = "in a case"
+    IN_BENCH = "in the benchmark"
+    DONE = "done"
 
 
 class Supervisor:
     """One child process running one submission's cases from `job.start` on."""
 
-    def __init__(self, job, run):
-        self.job, self.run, self.limits = job, run, job.limits
+    def __init__(self, job, run, mode: str):
+        self.job, self.run, self.limits, self.mode = job, run, job.limits, mode
+        job.scratch = tempfile.mkdtemp(prefix="pagedkv-judge-")
+        self.containment = isolation.Containment.create()
+        job.containment = self.containment
         res_r, res_w = os.pipe()
         out_r, out_w = os.pipe()
+        if mode == "bwrap":
+            self.pid = self._exec(job, res_w, out_w)
+        else:
+            self.pid = self._fork(job, res_r, res_w, out_r, out_w)
+        os.close(res_w)
+        os.close(out_w)
+        os.set_blocking(res_r, False)
+        os.set_blocking(out_r, False)
+        self.res_fd, self.out_fd = res_r, out_r
+        self.reader = FrameReader()
+        self.phase, self.index = Phase.LOADING, None
+        self.next = job.start
+        run.started = run.started or time.monotonic()
+        self.hard_end = run.started + self.limits.import_limit_s + self.limits.total_limit_s
+        self.deadline = min(time.monotonic() + self.limits.import_limit_s, self.hard_end)
+        self.outcome: Outcome | None = None           # why we stopped it, once we have
+        self.status: int | None = None
+        self.eof = False
+        self.eof_at: float | None = None
+        run.isolation = describe(mode, self.containment, self.limits.guards)
+
+    # starting ------------------------------------------------------------------------------------------
+    def _fork(self, job, res_r, res_w, out_r, out_w) -> int:
+        from .child import fork_main
+
         for stream in (sys.stdout, sys.stderr):       # nothing buffered may be printed twice
             if stream is not None:
                 stream.flush()
@@ -30,20 +98,30 @@ class Supervisor:
         if pid == 0:                                  # the child: never returns
             os.close(res_r)
             os.close(out_r)
-            child.child_main(job, res_w, out_w)
-        os.close(res_w)
-        os.close(out_w)
-        os.set_blocking(res_r, False)
-        os.set_blocking(out_r, False)
-        self.pid, self.res_fd, self.out_fd = pid, res_r, out_r
-        self.buf = bytearray()
-        self.phase: object = "load"                   # "load", a case index, "between", "bench", "done"
-        self.next = job.start
-        self.deadline = time.monotonic() + self.limits.import_limit_s
-        self.outcome: Outcome | None = None           # why we stopped it, once we have
-        self.status: int | None = None
-        self.eof = False
-        self.eof_at: float | None = None
+            fork_main(job, res_w, out_w)
+        return pid
+
+    def _exec(self, job, res_w, out_w) -> int:
+        interpret = "1" if job.device == "cpu" else "0"
+        path = os.pathsep.join(filter(None, [PACKAGE_PARENT, os.environ.get("PYTHONPATH")]))
+        env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", TRITON_INTERPRET=interpret, PYTHONPATH=path)
+        visible = [os.path.dirname(os.path.realpath(job.submission.path))]
+        argv = [*isolation.bwrap_argv(job.scratch, job.device, visible), sys.executable, "-m",
+                "pagedkv_lib.judge.child", "--result-fd", str(res_w)]
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=out_w, stderr=out_w, pass_fds=(res_w,),
+                                env=env, start_new_session=True, preexec_fn=self.containment.enter)
+        payload = pickle.dumps(job, protocol=4)
+
+        def send() -> None:                           # the job can exceed the pipe's buffer
+            try:
+                proc.stdin.write(payload)
+                proc.stdin.close()
+            except OSError:
+                pass
+
+        threading.Thread(target=send, daemon=True).start()
+        self._proc = proc                             # keeps the Popen (and its stdin) alive
+        return proc.pid
 
     # reading ------------------------------------------------------------------------------------------
     def read(self, fd: int) -> None:
@@ -62,65 +140,76 @@ class Supervisor:
         if not data:
             self.eof = True
             return
-        self.buf += data
-        while len(self.buf) >= child.HEADER.size and self.outcome is None:
-            magic, size = child.HEADER.unpack_from(self.buf)
-            if magic != child.MAGIC or size > MAX_FRAME:
-                return self._tampered()
-            if len(self.buf) < child.HEADER.size + size:
-                return
-            payload = bytes(self.buf[child.HEADER.size : child.HEADER.size + size])
-            del self.buf[: child.HEADER.size + size]
-            try:
-                kind, index, data = wire.decode(payload)
-                self._message(kind, index, data)
-            except Exception:
-                return self._tampered()
+        if self.outcome is not None:
+            return
+        try:
+            for message in self.reader.feed(data):
+                self._handle(message)
+                if self.outcome is not None:
+                    return
+        except ProtocolError:
+            self.kill(RUNTIME_ERROR, "the judge's result channel held data it did not write "
+                      "(did the submission write to the judge's file descriptors?)")
 
-    def _message(self, kind: str, index: int, data) -> None:
-        now, lim = time.monotonic(), self.limits
-        if kind == "loaded" and self.phase == "load":
-            self.phase, self.deadline = "between", now + lim.time_limit_s
-        elif kind == "load_error" and self.phase == "load":
-            self.run.load = from_record(data)
-            self.phase, self.deadline = "done", now + 2.0
-        elif kind == "begin" and self.phase == "between" and index in (self.next, -1):
-            self.phase = index if index >= 0 else "bench"
-            budget = lim.time_limit_s if index >= 0 else lim.bench_limit_s
-            self.deadline = min(now + budget, self.run.started + lim.total_limit_s + (index < 0) * budget)
-        elif kind == "done" and self.phase == (index if index >= 0 else "bench") and type(data) is dict:
-            if index < 0:
-                self.run.bench = data.get("ok", data)
-            else:
-                ok = "ok" in data
-                self.run.raws[index] = ("ok" if ok else "error", data["ok"] if ok else data.get("error", {}),
-                                        float(data.get("time_s", 0.0)))
-                self.next = index + 1
-            self.phase, self.deadline = "between", now + lim.time_limit_s
-        elif kind == "end" and self.phase == "between" and self.next == len(self.job.cases):
-            self.phase, self.deadline = "done", now + 2.0
-        elif kind == "fatal":
+    def _handle(self, message) -> None:
+        now, lim, run = time.monotonic(), self.limits, self.run
+        if isinstance(message, Refused):
+            outcome = Outcome(RUNTIME_ERROR, f"refused by the judge: {message.action}", REFUSED_HINT)
+            if self.phase == Phase.IN_CASE:
+                run.record(self.index, _stopped(outcome))
+            elif self.phase == Phase.LOADING:
+                run.load = run.load or outcome
+            return
+        if isinstance(message, Fatal):
             self.kill(RUNTIME_ERROR, "the grading process failed (did the submission break torch or os?)",
-                      details=str(data).splitlines()[-6:])
-        else:
-            raise ValueError(f"unexpected message {kind!r} in phase {self.phase!r}")
-
-    def _tampered(self) -> None:
-        self.kill(RUNTIME_ERROR, "the judge's result channel held data it did not write "
-                  "(did the submission write to the judge's file descriptors?)")
+                      details=message.trace.splitlines()[-6:])
+            return
+        expected = {Loaded: Phase.LOADING, LoadFailed: Phase.LOADING, CaseStarted: Phase.BETWEEN,
+                    CaseFinished: Phase.IN_CASE, BenchStarted: Phase.BETWEEN, BenchFinished: Phase.IN_BENCH,
+                    Finished: Phase.BETWEEN}[type(message)]
+        if self.phase != expected:
+            raise ProtocolError(f"{type(message).__name__} while {self.phase.value}")
+        if isinstance(message, Loaded):
+            self.phase, self.deadline = Phase.BETWEEN, min(now + lim.time_limit_s, self.hard_end)
+        elif isinstance(message, LoadFailed):
+            run.load = run.load or from_record(message.error)
+            self.phase, self.deadline = Phase.DONE, now + 2.0
+        elif isinstance(message, CaseStarted):
+            if message.index != self.next:
+                raise ProtocolError(f"case {message.index} started, expected {self.next}")
+            self.phase, self.index = Phase.IN_CASE, message.index
+            self.deadline = min(now + lim.time_limit_s, self.hard_end)
+        elif isinstance(message, CaseFinished):
+            if message.index != self.index:
+                raise ProtocolError(f"case {message.index} finished, {self.index} was running")
+            run.record(message.index, message.record)
+            self.next = message.index + 1
+            self.phase, self.deadline = Phase.BETWEEN, min(now + lim.time_limit_s, self.hard_end)
+        elif isinstance(message, BenchStarted):
+            if self.next != len(self.job.cases):
+                raise ProtocolError("the benchmark started before every case ran")
+            self.phase, self.deadline = Phase.IN_BENCH, now + lim.bench_limit_s
+            self.hard_end = self.deadline
+        elif isinstance(message, BenchFinished):
+            run.bench = message.figures if not message.error else {"error": message.error}
+            self.phase, self.deadline = Phase.BETWEEN, min(now + lim.time_limit_s, self.hard_end)
+        elif isinstance(message, Finished):
+            if self.next != len(self.job.cases):
+                raise ProtocolError(f"finished after {self.next} of {len(self.job.cases)} cases")
+            self.phase, self.deadline = Phase.DONE, now + 2.0
 
     # stopping -----------------------------------------------------------------------------------------
     def kill(self, verdict: str, message: str, hint: str = "", details=()) -> None:
         if self.outcome is None:
             self.outcome = Outcome(verdict, message, hint, list(details))
-        self._killpg()
+        self._kill_everything()
 
     def check(self) -> bool:
         """Enforce the deadline and notice the end; True once the child is gone (or must be reaped)."""
         now = time.monotonic()
         if now > self.deadline:
-            if self.phase == "done":                  # finished, but slow to exit
-                self._killpg()
+            if self.phase == Phase.DONE:              # finished, but slow to exit
+                self._kill_everything()
             elif self.outcome is None:
                 self.kill(TIME_LIMIT, self._late_message(), "an infinite loop, or far too much work?")
         if self.status is None:
@@ -129,7 +218,7 @@ class Supervisor:
                 self.status = status
             elif not self.eof:
                 return False
-            elif self.phase == "done" or self.outcome is not None:
+            elif self.phase == Phase.DONE or self.outcome is not None:
                 self.status = -1                      # finish() kills and reaps it
             elif self.eof_at is None or now < self.eof_at + 0.3:   # channel closed: give it time to exit
                 self.eof_at = self.eof_at or now
@@ -138,39 +227,52 @@ class Supervisor:
                 self.kill(RUNTIME_ERROR, "the submission closed the judge's result channel")
                 self.status = -1
         while not self.eof and self.outcome is None:  # what it wrote before exiting
-            before = len(self.buf)
+            before = len(self.reader.buf)
             self.read(self.res_fd)
-            if len(self.buf) == before and not self.eof:
+            if len(self.reader.buf) == before and not self.eof:
                 break
         return True
 
     def abort(self) -> None:
         """Kill and reap the child at once (the judge itself is stopping)."""
-        self._killpg()
+        self._kill_everything()
         if self.status is None:
             os.waitpid(self.pid, 0)
-        os.close(self.res_fd)
-        os.close(self.out_fd)
+        self._close()
 
-    def _killpg(self) -> None:
-        try:
-            os.killpg(self.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+    def _kill_everything(self) -> None:
+        for kill in (os.killpg, os.kill):
+            try:
+                kill(self.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        self.containment.kill_all()
+        if self.mode == "fork":
+            isolation.kill_session(self.pid)
+
+    def _close(self) -> None:
+        for fd in (self.res_fd, self.out_fd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.containment.close()
+        shutil.rmtree(self.job.scratch, ignore_errors=True)
 
     def _late_message(self) -> str:
         lim = self.limits
-        if self.phase == "load":
-            return f"loading the file took longer than {lim.import_limit_s:g} s"
-        if time.monotonic() >= self.run.started + lim.total_limit_s:
-            return f"all cases together took longer than {lim.total_limit_s:g} s"
-        if self.phase == "bench":
+        if self.phase == Phase.LOADING:
+            return f"starting and loading the file took longer than {lim.import_limit_s:g} s"
+        if time.monotonic() >= self.hard_end:
+            return (f"starting it and all cases together took longer than "
+                    f"{lim.import_limit_s + lim.total_limit_s:g} s")
+        if self.phase == Phase.IN_BENCH:
             return f"the benchmark took longer than {lim.bench_limit_s:g} s"
         return f"over the time limit of {lim.time_limit_s:g} s per case"
 
     def finish(self) -> int | None:
         """Record why the child ended; the case to restart from, or None."""
-        self._killpg()                                # grandchildren too
+        self._kill_everything()                       # whatever it started, too
         if self.status == -1:
             self.status = os.waitpid(self.pid, 0)[1]
         while True:
@@ -179,41 +281,63 @@ class Supervisor:
                     break
             except (BlockingIOError, OSError):
                 break
-        os.close(self.res_fd)
-        os.close(self.out_fd)
-        if self.phase == "done" and self.outcome is None:
+        self._close()
+        if self.phase == Phase.DONE and self.outcome is None:
             return None
         outcome = self.outcome or self._death()
         run, phase = self.run, self.phase
-        if phase in ("load", "done"):
+        if phase in (Phase.LOADING, Phase.DONE):
             run.load = run.load or outcome
             return None
-        if phase == "bench":
+        if phase == Phase.IN_BENCH:
             run.bench = {"error": outcome.message}
             return None
         index = self.next
-        if index < len(run.raws):
-            run.raws[index] = ("outcome", outcome, 0.0)
+        if index < len(run.cases):
+            run.record(index, _stopped(outcome))
         rest = index + 1
         lim = self.limits
-        if rest < len(run.raws) and run.restarts < lim.max_restarts and \
-                time.monotonic() < run.started + lim.total_limit_s:
+        if rest < len(run.cases) and run.restarts < lim.max_restarts and not run.tampered and \
+                time.monotonic() < self.hard_end - lim.time_limit_s:
             run.restarts += 1
             return rest
-        for i in range(rest, len(run.raws)):
-            run.raws[i] = ("outcome", Outcome(SKIPPED, f"not run: case {index} ended the process"), 0.0)
+        for i in range(rest, len(run.cases)):
+            run.record(i, _stopped(Outcome(SKIPPED, f"not run: case {index} ended the process")))
         return None
 
     def _death(self) -> Outcome:
         status = self.status or 0
-        if os.WIFSIGNALED(status):
-            sig = os.WTERMSIG(status)
+        sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+        code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
+        if self.mode == "bwrap" and code is not None and code > 128:    # bwrap passes a signal on as 128 + n
+            sig, code = code - 128, None
+        if sig is not None:
             if sig == signal.SIGKILL:
                 return Outcome(MEMORY_LIMIT, "killed by the system (out of memory?)")
             if sig == signal.SIGXCPU:
                 return Outcome(TIME_LIMIT, "over the CPU time limit")
-            return Outcome(RUNTIME_ERROR, f"crashed with {signal.Signals(sig).name}",
+            name = signal.Signals(sig).name if sig in signal.Signals.__members__.values() else str(sig)
+            return Outcome(RUNTIME_ERROR, f"crashed with {name}",
                            "a segmentation fault often means a recursion too deep for the C stack")
-        code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else status
         return Outcome(RUNTIME_ERROR, f"the process ended with exit code {code} before finishing",
                        "do not call os._exit() or sys.exit() in a submission")
+
+
+def describe(mode: str, containment, guards: bool) -> str:
+    """How a submission was graded, for the report and --json."""
+    where = ("bwrap sandbox (read-only files, no network, own PID namespace)" if mode == "bwrap"
+             else "forked child (no sandbox)")
+    layers = [where, containment.describe()]
+    if guards:
+        layers.append("in-process guards")
+    return " + ".join(layers)
+
+
+@dataclass(frozen=True)
+class Stopped:
+    """A case with no record from the child: it ended (time limit, crash, refused action) or never ran."""
+    outcome: Outcome
+
+
+def _stopped(outcome: Outcome) -> Stopped:
+    return Stopped(outcome)

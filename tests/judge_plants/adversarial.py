@@ -58,9 +58,9 @@ ADVERSARIAL = {
     "writes_garbage_to_every_fd": (122, at_import(
         "import os\nfor fd in range(3, 256):\n    try:\n        os.write(fd, b'PASSED' * 100)\n    except OSError:\n"
         "        pass"), {RE}),
-    "forges_an_end_frame": (122, at_import(
-        "import os\nfrom pagedkv_lib.judge import child, wire\npayload = wire.encode(('end', 0, None))\n"
-        "for fd in range(3, 256):\n    try:\n        os.write(fd, child.HEADER.pack(child.MAGIC, len(payload)) + payload)\n"
+    "forges_a_finished_frame": (122, at_import(
+        "import os\nfrom pagedkv_lib.judge import protocol\nframe = protocol.encode(protocol.Finished())\n"
+        "for fd in range(3, 256):\n    try:\n        os.write(fd, frame)\n"
         "    except OSError:\n        pass"), {RE}),
     "closes_every_fd": (122, at_import("import os\nos.closerange(3, 1024)"), {RE}),
     "reexports_the_library": (122, "from pagedkv_lib.core.slot_mapping import slot_mapping_for  # noqa: F401\n", {RE}),

@@ -1,16 +1,11 @@
 """Cases of exercise 130, store_kvcache in Triton: exercise 124's cases and checks, with guard memory.
 
 Device "cpu": exercise 124's cases (and two more) in Triton's interpreter; "cuda": larger shapes, natively.
-Each cache is a view into a buffer with a NaN block before and after it: a write through slot -1 (offset
--ROW) or past the end of a row lands there, where it is seen. Shared with ex131: guard memory, the choice
-of interpreter or GPU, and the benchmark. Symbols as in ex124; ROW = H_kv * D.
+Each cache is a view into a buffer with a NaN block before and after it (kernel_harness.guarded): a write
+through slot -1 (offset -ROW) or past the end of a row lands there, where it is seen. ROW = H_kv * D.
 """
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import subprocess
 import sys
 
 import torch
@@ -18,21 +13,12 @@ import torch
 from pagedkv_lib.core.store_kvcache import store_kvcache as _oracle
 from pagedkv_lib.judge.compare import diff
 from pagedkv_lib.judge.outcome import Outcome, wrong
-from pagedkv_lib.judge.registry import ROOT
 
 from . import Case, ex124, fresh, observe
+from .kernel_harness import bench_report as _bench_report
+from .kernel_harness import bench_submission, call, fingerprint, guarded, outside, to_device, where
 
 NAME = "store_kvcache_triton"
-NEEDS_GPU = ("the benchmark runs natively on a CUDA GPU: python practice/judge.py {id} --device cuda --bench "
-             "(on this device the kernels run in Triton's interpreter, far too slow to time)")
-INTERPRETER_TROUBLE = {  # interpreter errors that are not the submission's fault -> what to do
-    "only 0-dimensional arrays can be converted": "this Triton's interpreter cannot loop to a bound loaded "
-        "from memory (range(0, tl.load(...))) under this NumPy: it calls int() on a 1-element array, which "
-        "recent NumPy refuses. Upgrade triton (3.9 works), or grade on a GPU: --device cuda",
-    "outside of the scope of a kernel": "Triton's interpreter needs TRITON_INTERPRET=1 before triton is "
-        "first imported (its tl.sum, tl.max ... are made then, here for the GPU): run TRITON_INTERPRET=1 "
-        "python practice/judge.py ID (in a notebook on a GPU: grade the file with --device cuda)",
-}
 EXTRA = [  # name, N, S, H_kv, D, slot_mapping, dtype, non-contiguous key/value
     ("row_of_15_ends_the_cache", 3, 4, 3, 5, [11, -1, 0, 6], "fp32", True),
     ("minus_one_first_and_last", 4, 4, 2, 4, [-1, 3, 15, -1], "bf16", False),
@@ -47,7 +33,6 @@ CUDA = [  # the "cuda" case set: larger shapes, natively on the GPU
 
 
 def build(seed: int, device: str = "cpu") -> list[Case]:
-    tell_children(device)
     if device == "cuda":
         cases = [_cuda_case(f"cuda/{name}", *rest, seed=1000 * seed + 300 + i)   # slots drawn per seed
                  for i, (name, *rest) in enumerate(CUDA)]
@@ -70,89 +55,10 @@ def _cuda_case(name, N, S, H_kv, D, dtype, strided, T, seed) -> Case:
 
 
 # ----------------------------------------------------------------------------------------------------------
-# guard memory and devices (shared with ex131)
-
-def guarded(t: torch.Tensor, fill: float = float("nan")) -> torch.Tensor:
-    """`t` [N, ...] copied into the middle of a buffer [N + 2, ...] whose first and last slices are `fill`:
-    the returned view is contiguous, and its storage holds the guards."""
-    buf = torch.full((t.shape[0] + 2, *t.shape[1:]), fill, dtype=t.dtype)    # [N + 2, ...]
-    buf[1:-1] = t
-    return buf[1:-1]
-
-
-def whole(view: torch.Tensor) -> torch.Tensor:
-    """All of the storage under `view`, as a 1-D tensor."""
-    return torch.empty(0, dtype=view.dtype, device=view.device).set_(view.untyped_storage())
-
-
-def outside(view: torch.Tensor) -> torch.Tensor:
-    """The guard memory of a contiguous view: its storage before the view, then after it."""
-    flat, start = whole(view), view.storage_offset()
-    return torch.cat([flat[:start], flat[start + view.numel():]])
-
-
-def to_device(t: torch.Tensor, device: str) -> torch.Tensor:
-    """`t` on `device`, with the rest of its storage (the guards) moved along."""
-    if device == "cpu":
-        return t
-    return whole(t).to(device).as_strided(t.shape, t.stride(), t.storage_offset())
-
-
-def tell_children(device: str) -> None:
-    """Triton makes its tl.sum, tl.max ... at its first import, for the interpreter if TRITON_INTERPRET=1:
-    set it before the children fork, unless this process imported triton already (the CLI never does)."""
-    if "triton" not in sys.modules:
-        os.environ["TRITON_INTERPRET"] = "1" if device == "cpu" else "0"
-
-
-def use_device(ns: dict, names, device: str) -> None:
-    """In the child: run the submission's kernels in the interpreter ("cpu") or natively ("cuda") whatever
-    mode @triton.jit made them in, by re-wrapping every kernel among the graded functions' globals."""
-    import triton
-    from triton.runtime.interpreter import InterpretedFunction
-
-    interpret = device == "cpu"
-    os.environ["TRITON_INTERPRET"] = "1" if interpret else "0"      # kernels the submission makes later
-    scopes = {id(g): g for g in (getattr(ns.get(n), "__globals__", None) for n in names) if g is not None}
-    for scope in [ns, *scopes.values()]:
-        for key, obj in list(scope.items()):
-            if interpret and isinstance(obj, triton.JITFunction):
-                scope[key] = InterpretedFunction(obj.fn)
-            elif not interpret and isinstance(obj, InterpretedFunction):
-                scope[key] = triton.jit(obj.fn)
-
-
-def call(fn, *args):
-    """fn(*args), naming the errors of older Triton interpreters that are not the submission's fault."""
-    try:
-        return fn(*args)
-    except Exception as exc:
-        if type(exc).__name__ == "InterpreterError":                # raised inside an interpreted kernel
-            for words, advice in INTERPRETER_TROUBLE.items():
-                if words in str(exc):
-                    raise RuntimeError(advice) from exc
-        raise
-
-
-def fingerprint(t: torch.Tensor) -> str:
-    """A read-only input, compared by its bytes (a whole copy would make the result frame large)."""
-    data = t.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes()
-    return f"{list(t.shape)} {t.dtype} {hashlib.sha256(data).hexdigest()[:16]}"
-
-
-def where(ns: dict, name: str, oracle, case: Case) -> str:
-    """The device a case runs on: the oracle (in the judge's own process) always on the CPU."""
-    if ns.get(name) is oracle:
-        return "cpu"
-    use_device(ns, [name], case.args["device"])
-    return case.args["device"]
-
-
-# ----------------------------------------------------------------------------------------------------------
 # run and check
 
 def run(ns, case: Case) -> dict:
-    device = where(ns, NAME, _oracle, case)
+    device = where(ns, NAME, _oracle, case.args["device"])
     a = fresh(case.args)
     k_cache, v_cache = to_device(a["k_cache"], device), to_device(a["v_cache"], device)
     d = dict(a, qkv=a["qkv"].to(device))
@@ -205,15 +111,18 @@ def _guard_written(case: Case, found) -> Outcome:
 
 
 # ----------------------------------------------------------------------------------------------------------
-# the benchmark (shared with ex131): the submission timed in the child, the library's kernel in a fresh
-# process on the same inputs (in the child it is poisoned and its source hidden), both against a copy
+# the benchmark (kernel_harness): the submission timed in the child, the library's kernel in the parent
+
+BENCH = {f"T={T}": T for T in (4096, 32768)}
+
 
 def bench(ns, device: str) -> dict:
     """store_kvcache of T tokens (bf16, H_kv = 8, D = 128, key/value views into a fused qkv, S = 16)."""
-    return run_bench(ns, device, sys.modules[__name__])
+    return bench_submission(ns, device, sys.modules[__name__], 130)
 
 
-BENCH = {f"T={T}": T for T in (4096, 32768)}
+def bench_report(figures: dict, device: str) -> dict:
+    return _bench_report(figures, device, sys.modules[__name__])
 
 
 def bench_inputs(label: str, device: str = "cuda", T: int | None = None):
@@ -244,57 +153,3 @@ def library_kernel():
     from pagedkv_lib.kernels import triton_store_kvcache as store_kvcache
 
     return store_kvcache.launch_store_kvcache
-
-
-def run_bench(ns, device: str, module) -> dict:
-    exercise_id = int(module.__name__.rsplit("ex", 1)[1])
-    if device != "cuda":
-        return {"skipped": NEEDS_GPU.format(id=exercise_id)}
-    use_device(ns, [module.NAME], "cuda")
-    copy_gbs = copy_bandwidth()
-    library_us = library_times(exercise_id)
-    out = {"device": torch.cuda.get_device_name(), "copy": f"{copy_gbs:.0f} GB/s (read + write); times: "
-           "do_bench medians, L2 flushed, launch included; the library through its unchecked launcher"}
-    for label in module.BENCH:
-        args, nbytes = module.bench_inputs(label)
-        correct = module.bench_correct(ns[module.NAME], args)
-        mine, lib = time_us(lambda args=args: ns[module.NAME](*args)), library_us[label]
-        gbs, lib_gbs = nbytes / (mine * 1e3), nbytes / (lib * 1e3)
-        out[label] = (f"yours {mine:.1f} us = {gbs:.0f} GB/s = {gbs / copy_gbs:.0%} of copy; library "
-                      f"{lib:.1f} us = {lib_gbs / copy_gbs:.0%}; yours/library time {mine / lib:.2f}; "
-                      f"correct: {correct}")
-        del args
-    return out
-
-
-def library_times(exercise_id: int) -> dict:
-    """{label: microseconds} of the library's kernel on each benchmark shape, timed in a fresh process."""
-    code = (f"import json; from pagedkv_lib.judge.cases import ex130, ex{exercise_id} as m; "
-            f"print(json.dumps(ex130.time_library(m)))")
-    paths = [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=100,
-                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(paths)))
-    if proc.returncode != 0:
-        raise RuntimeError(f"the library's benchmark failed: {proc.stderr[-600:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-def time_library(module) -> dict:
-    fn, times = module.library_kernel(), {}
-    for label in module.BENCH:
-        args = module.bench_inputs(label)[0]
-        times[label] = time_us(lambda args=args: fn(*args))
-    return times
-
-
-def time_us(fn) -> float:
-    """Median microseconds of fn() (triton.testing.do_bench: L2 flushed before each call, launch included)."""
-    import triton.testing
-
-    return triton.testing.do_bench(fn, warmup=10, rep=60, return_mode="median") * 1e3
-
-
-def copy_bandwidth(nbytes: int = 2**30) -> float:
-    """GB/s of a device-to-device copy, counting bytes read + written: the ceiling for both kernels."""
-    src, dst = torch.randn(nbytes // 4, device="cuda"), torch.empty(nbytes // 4, device="cuda")  # 1 GiB
-    return 2 * nbytes / (time_us(lambda: dst.copy_(src)) * 1e-6) / 1e9

@@ -18,9 +18,10 @@ import torch
 from pagedkv_lib.core.paged_attention import paged_attention_decode as _oracle
 from pagedkv_lib.judge.outcome import Outcome
 
-from . import Case, ex125, ex130, fresh, observe
+from . import Case, ex125, fresh, observe
 from .attention_cases import check_attention, make_case
-from .ex130 import guarded, to_device, where
+from .kernel_harness import bench_report as _bench_report
+from .kernel_harness import bench_submission, call, fingerprint, guarded, to_device, where
 
 NAME = "paged_attention_decode_triton"
 EXTRA = [  # name, context_lens, block_size, H, H_kv, D, options (make_case's)
@@ -44,7 +45,6 @@ TABLE_GUARD = 512   # entries of -1 after the last table row: a tile of up to 51
 
 
 def build(seed: int, device: str = "cpu") -> list[Case]:
-    ex130.tell_children(device)
     fixed = CUDA if device == "cuda" else ex125.FIXED + EXTRA
     prefix = "cuda" if device == "cuda" else "fixed"
     cases = [make_case(f"{prefix}/{n}", lens, None, bs, H, H_kv, D, seed=400 + i, **opt)
@@ -75,12 +75,12 @@ def build(seed: int, device: str = "cpu") -> list[Case]:
 
 
 def run(ns, case: Case) -> dict:
-    device = where(ns, NAME, _oracle, case)
+    device = where(ns, NAME, _oracle, case.args["device"])
     a = fresh(case.args)
     q, lens = a["q"].to(device), a["seq_lens"].to(device)
     k_cache, v_cache, tables = (to_device(a[k], device) for k in ("k_cache", "v_cache", "block_tables"))
-    out = ex130.call(ns[NAME], q, k_cache, v_cache, tables, lens, a["scale"])
-    inputs = [ex130.fingerprint(t) for t in (q, k_cache, v_cache, tables, lens)]   # read-only: unchanged?
+    out = call(ns[NAME], q, k_cache, v_cache, tables, lens, a["scale"])
+    inputs = [fingerprint(t) for t in (q, k_cache, v_cache, tables, lens)]   # read-only: unchanged?
     return {"out": observe(out), "inputs": inputs}
 
 
@@ -101,14 +101,18 @@ def check(case: Case, expected: dict, got: dict) -> Outcome:
 
 
 # ----------------------------------------------------------------------------------------------------------
-# the benchmark: ex130.run_bench times the submission here and the library's kernel in a fresh process
+# the benchmark (kernel_harness): the submission timed in the child, the library's kernel in the parent
+
+BENCH = {f"B={B} x 4096 tokens": B for B in (1, 8, 64)}
+
 
 def bench(ns, device: str) -> dict:
     """Decode of B sequences of 4096 tokens, bf16, H = 32, H_kv = 8, D = 128, block size 16."""
-    return ex130.run_bench(ns, device, sys.modules[__name__])
+    return bench_submission(ns, device, sys.modules[__name__], 131)
 
 
-BENCH = {f"B={B} x 4096 tokens": B for B in (1, 8, 64)}
+def bench_report(figures: dict, device: str) -> dict:
+    return _bench_report(figures, device, sys.modules[__name__])
 
 
 def bench_inputs(label: str, device: str = "cuda", L: int = 4096):

@@ -1,0 +1,159 @@
+"""What the Triton exercises' cases share (130, 131, and later ones): guard memory, the device a kernel runs
+on, the interpreter's known troubles, and the `--bench` figures.
+
+Guard memory: every output a kernel writes is a view into a buffer with a NaN block before and after it, so
+a write through slot -1 or past a row lands where the check sees it. Devices: the "cpu" case sets run the
+submission's kernels in Triton's interpreter, "cuda" natively, whatever mode @triton.jit made them in.
+Benchmark: the child times the submission (`bench_submission`); the parent, once every child has exited,
+times the library's kernel on the same inputs and writes the report (`bench_report`). A case module that
+has a benchmark defines NAME, BENCH (label -> shape), bench_inputs(label, device), bench_correct(fn, args)
+and library_kernel().
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+
+import torch
+
+from pagedkv_lib.judge.compare import show
+
+NEEDS_GPU = ("the benchmark runs natively on a CUDA GPU: python practice/judge.py {id} --device cuda --bench "
+             "(on this device the kernels run in Triton's interpreter, far too slow to time)")
+INTERPRETER_TROUBLE = {  # interpreter errors that are not the submission's fault -> what to do
+    "only 0-dimensional arrays can be converted": "this Triton's interpreter cannot loop to a bound loaded "
+        "from memory (range(0, tl.load(...))) under this NumPy: it calls int() on a 1-element array, which "
+        "recent NumPy refuses. Upgrade triton (3.9 works), or grade on a GPU: --device cuda",
+    "outside of the scope of a kernel": "Triton's interpreter needs TRITON_INTERPRET=1 before triton is "
+        "first imported (its tl.sum, tl.max ... are made then, here for the GPU): run TRITON_INTERPRET=1 "
+        "python practice/judge.py ID (in a notebook on a GPU: grade the file with --device cuda)",
+}
+
+
+# ----------------------------------------------------------------------------------------------------------
+# guard memory
+
+def guarded(t: torch.Tensor, fill: float = float("nan")) -> torch.Tensor:
+    """`t` [N, ...] copied into the middle of a buffer [N + 2, ...] whose first and last slices are `fill`:
+    the returned view is contiguous, and its storage holds the guards."""
+    buf = torch.full((t.shape[0] + 2, *t.shape[1:]), fill, dtype=t.dtype)    # [N + 2, ...]
+    buf[1:-1] = t
+    return buf[1:-1]
+
+
+def whole(view: torch.Tensor) -> torch.Tensor:
+    """All of the storage under `view`, as a 1-D tensor."""
+    return torch.empty(0, dtype=view.dtype, device=view.device).set_(view.untyped_storage())
+
+
+def outside(view: torch.Tensor) -> torch.Tensor:
+    """The guard memory of a contiguous view: its storage before the view, then after it."""
+    flat, start = whole(view), view.storage_offset()
+    return torch.cat([flat[:start], flat[start + view.numel():]])
+
+
+def to_device(t: torch.Tensor, device: str) -> torch.Tensor:
+    """`t` on `device`, with the rest of its storage (the guards) moved along."""
+    if device == "cpu":
+        return t
+    return whole(t).to(device).as_strided(t.shape, t.stride(), t.storage_offset())
+
+
+def fingerprint(t: torch.Tensor) -> str:
+    """A read-only input, compared by its bytes (a whole copy would make the result frame large)."""
+    data = t.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes()
+    return f"{list(t.shape)} {t.dtype} {hashlib.sha256(data).hexdigest()[:16]}"
+
+
+# ----------------------------------------------------------------------------------------------------------
+# devices
+
+def use_device(ns: dict, names, device: str) -> None:
+    """In the child: run the submission's kernels in the interpreter ("cpu") or natively ("cuda") whatever
+    mode @triton.jit made them in, by re-wrapping every kernel among the graded functions' globals."""
+    import triton
+    from triton.runtime.interpreter import InterpretedFunction
+
+    interpret = device == "cpu"
+    os.environ["TRITON_INTERPRET"] = "1" if interpret else "0"      # kernels the submission makes later
+    scopes = {id(g): g for g in (getattr(ns.get(n), "__globals__", None) for n in names) if g is not None}
+    for scope in [ns, *scopes.values()]:
+        for key, obj in list(scope.items()):
+            if interpret and isinstance(obj, triton.JITFunction):
+                scope[key] = InterpretedFunction(obj.fn)
+            elif not interpret and isinstance(obj, InterpretedFunction):
+                scope[key] = triton.jit(obj.fn)
+
+
+def where(ns: dict, name: str, oracle, device: str) -> str:
+    """The device a case runs on: the oracle (in the judge's own process) always on the CPU."""
+    if ns.get(name) is oracle:
+        return "cpu"
+    use_device(ns, [name], device)
+    return device
+
+
+def call(fn, *args):
+    """fn(*args), naming the errors of older Triton interpreters that are not the submission's fault."""
+    try:
+        return fn(*args)
+    except Exception as exc:
+        if type(exc).__name__ == "InterpreterError":                # raised inside an interpreted kernel
+            for words, advice in INTERPRETER_TROUBLE.items():
+                if words in str(exc):
+                    raise RuntimeError(advice) from exc
+        raise
+
+
+# ----------------------------------------------------------------------------------------------------------
+# the benchmark
+
+def bench_submission(ns, device: str, module, exercise_id: int) -> dict:
+    """In the child: the submission's median time and correctness per shape of `module.BENCH` (plain data)."""
+    if device != "cuda":
+        return {"skipped": NEEDS_GPU.format(id=exercise_id)}
+    use_device(ns, [module.NAME], "cuda")
+    figures = {"device": torch.cuda.get_device_name(), "copy_gbs": copy_bandwidth()}
+    for label in module.BENCH:
+        args, nbytes = module.bench_inputs(label)
+        correct = module.bench_correct(ns[module.NAME], args)
+        figures[label] = {"us": time_us(lambda args=args: ns[module.NAME](*args)), "bytes": nbytes,
+                          "correct": bool(correct)}
+        del args
+    return figures
+
+
+def bench_report(figures: dict, device: str, module) -> dict:
+    """In the parent, after every child exited: the library's kernel timed on the same shapes, and the lines
+    `judge.py ID --bench` prints (yours against the library's and the copy bandwidth)."""
+    if device != "cuda" or "skipped" in figures or "error" in figures:
+        return figures
+    copy_gbs, fn = float(figures["copy_gbs"]), module.library_kernel()
+    out = {"device": figures["device"], "copy": f"{copy_gbs:.0f} GB/s (read + write); times: do_bench "
+           "medians, L2 flushed, launch included; the library through its unchecked launcher"}
+    for label in module.BENCH:
+        mine = figures.get(label)
+        if not isinstance(mine, dict):
+            out[label] = f"missing from the submission's figures: {show(mine)}"
+            continue
+        args, nbytes = module.bench_inputs(label)
+        lib = time_us(lambda args=args: fn(*args))
+        gbs, lib_gbs = nbytes / (mine["us"] * 1e3), nbytes / (lib * 1e3)
+        out[label] = (f"yours {mine['us']:.1f} us = {gbs:.0f} GB/s = {gbs / copy_gbs:.0%} of copy; library "
+                      f"{lib:.1f} us = {lib_gbs / copy_gbs:.0%}; yours/library time {mine['us'] / lib:.2f}; "
+                      f"correct: {mine['correct']}")
+        del args
+    return out
+
+
+def time_us(fn) -> float:
+    """Median microseconds of fn() (triton.testing.do_bench: L2 flushed before each call, launch included)."""
+    import triton.testing
+
+    return triton.testing.do_bench(fn, warmup=10, rep=60, return_mode="median") * 1e3
+
+
+def copy_bandwidth(nbytes: int = 2**30) -> float:
+    """GB/s of a device-to-device copy, counting bytes read + written: the ceiling for both kernels."""
+    src, dst = torch.randn(nbytes // 4, device="cuda"), torch.empty(nbytes // 4, device="cuda")  # 1 GiB
+    return 2 * nbytes / (time_us(lambda: dst.copy_(src)) * 1e-6) / 1e9
