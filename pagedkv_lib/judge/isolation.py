@@ -80,6 +80,9 @@ class Containment:
 
     @classmethod
     def create(cls, max_processes: int = MAX_PROCESSES) -> Containment:
+        """A fresh cgroup if this user may make one (PAGEDKV_JUDGE_CGROUP=0 says not to try)."""
+        if os.environ.get("PAGEDKV_JUDGE_CGROUP", "1") == "0":
+            return cls(None)
         for root in _CGROUP_ROOTS:
             if not (root / "cgroup.procs").exists():
                 continue
