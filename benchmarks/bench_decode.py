@@ -2,8 +2,8 @@
 
     PYTHONPATH=. python benchmarks/bench_decode.py [--sweep] [--no-flex] [--out benchmarks/results]
 
-Symbols: B = sequences, L = context tokens per sequence, H = 32 query heads, H_kv = 8 KV heads, G = H // H_kv,
-D = 128, S = block_size, R = input sets rotated through so that L2 (60 MB on an H200) holds none of them.
+Shapes: docs/conventions.md (H = 32, H_kv = 8, D = 128); `sets` = input sets rotated through so that L2 (60 MB
+on an H200) holds none of them.
 Order: device-to-device copy bandwidth first (the ceiling), then per shape a correctness check of every method
 against fp32 SDPA on fresh random inputs, then timing. Times are medians of CUDA-graph replays of R calls on R
 input sets (no launch gaps, cold L2); `eager_us` is triton.testing.do_bench (L2 flushed, launches included).

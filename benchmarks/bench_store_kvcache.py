@@ -2,7 +2,7 @@
 
     PYTHONPATH=. python benchmarks/bench_store_kvcache.py [--out benchmarks/results]
 
-Symbols: T = tokens stored, H = 32 query heads, H_kv = 8 KV heads, D = 128, S = 16 (block_size).
+Shapes: docs/conventions.md (T tokens stored, H = 32, H_kv = 8, D = 128, S = 16).
 key/value are row views into a fused qkv [T, (H + 2 H_kv) D] (as in nano-vllm), slots a random permutation.
 Bytes = K and V rows read + written (2 * 2 * T * H_kv * D * 2) + the slots; times as in bench_decode.py
 (median CUDA-graph replay over rotated input sets; eager do_bench with L2 flushed beside it).

@@ -5,7 +5,7 @@ One decode step: each sequence has one new query, at the last position of its co
 all context_lens[b] tokens of its context, which sit in the paged cache: gather them through the block
 table (drop the -1 padding, cut the unused tail of the last block), then softmax(q . k * scale) . v.
 GQA: query head h reads KV head h // (H // H_kv).
-Symbols: B sequences, H query heads, H_kv KV heads, D head_dim, N num_blocks, S block_size, M table width.
+Shapes: docs/conventions.md.
 """
 from __future__ import annotations
 

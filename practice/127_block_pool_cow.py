@@ -5,7 +5,7 @@ A pool of physical blocks with a free queue and a reference count per block (vLL
 the prefix cache). Parallel sampling forks a sequence: the child shares the parent's blocks, one reference
 more each. Before a sequence writes into a block it shares, it takes a private copy (copy-on-write, the
 PagedAttention paper, section 4.4). The judge holds you to every line of these contracts.
-Symbols: L layers, N num_blocks, S block_size, H_kv KV heads, D head_dim.
+Shapes: docs/conventions.md.
 """
 from __future__ import annotations
 

@@ -9,8 +9,7 @@ table (a tile may cross several blocks, or cover part of one), and keeps the sof
 a running sum l and an unnormalised output acc, all fp32, rescaled by exp(m_old - m_new) whenever the max
 grows. Tokens at or past the context length are masked, never loaded: the table row holds -1 padding
 there, and block -1 lies before the cache (the judge puts NaN guard memory there, and after it).
-Symbols: B sequences, H query heads, H_kv KV heads, G = H // H_kv, D head_dim, N num_blocks, S block_size,
-M table width.
+Shapes: docs/conventions.md.
 """
 from __future__ import annotations
 

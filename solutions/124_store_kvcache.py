@@ -4,7 +4,7 @@ Grade: python practice/judge.py 124
 The model computes this step's keys and values for T tokens; store_kvcache writes each token's row into
 the paged cache at its slot, the PyTorch twin of nano-vllm's Triton `store_kvcache_kernel` and of vLLM's
 `reshape_and_cache_flash`. A slot of -1 marks a padded token: it is skipped, nothing is written.
-Symbols: T tokens, N num_blocks, S block_size, H_kv KV heads, D head_dim.
+Shapes: docs/conventions.md.
 """
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ One step of a batch that mixes decodes, full prefills and chunks of prefills. Se
 rows cu_seqlens_q[b]:cu_seqlens_q[b+1] (q_len of them); they are the LAST q_len tokens of its
 seq_lens[b]-token context, whose keys and values are all in the paged cache already. So query i of b sits
 at position seq_lens[b] - q_len + i and attends causally to positions 0..seq_lens[b] - q_len + i.
-Symbols: B sequences, T query tokens, H query heads, H_kv KV heads, D head_dim, N blocks, S block_size.
+Shapes: docs/conventions.md.
 """
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ tensors the attention kernels read. Here they return a `ModelInputs` (pagedkv_li
 of setting a hidden global context. A `Sequence` (pagedkv_lib.core.sequence) has token_ids, num_tokens (==
 len), block_size, block_table (one physical block per logical block), num_cached_tokens (tokens whose K/V are
 already in the cache) and num_scheduled_tokens (None: all uncached tokens; else a chunk of that many).
-Symbols: B sequences, T tokens computed this step, M longest block table.
+Shapes: docs/conventions.md.
 """
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ token's K row and V row (H_kv * D elements each) into the cache row of its slot,
 -1 writes nothing. This is nano-vllm's `store_kvcache_kernel` (`nanovllm/layers/attention.py`), made to work
 when H_kv * D is not a power of two. The judge surrounds the caches with guard memory: a write through slot
 -1, or past the end of a row, lands there and is caught.
-Symbols: T tokens, N num_blocks, S block_size, H_kv KV heads, D head_dim, ROW = H_kv * D.
+Shapes: docs/conventions.md; ROW = H_kv * D.
 """
 from __future__ import annotations
 

@@ -1,14 +1,12 @@
-"""The judge on exercises 121-129: every solution passes, every stub is not implemented, planted bugs fail.
-
-Stubs are generated afresh from the solutions into a temporary folder, so edits a learner made to practice/
-do not change what these tests mean; a separate test checks that the committed stubs are up to date.
+"""The judge on exercises 121-129: the solutions pass at other seeds and in the sandbox, the stubs keep the
+solutions' signatures and docstrings, and the committed stubs are up to date (planted bugs:
+test_judge_plants.py).
 """
 from __future__ import annotations
 
 import ast
 
 import pytest
-from judge_plants.bugs import BUGS
 
 from pagedkv_lib.judge import isolation
 from pagedkv_lib.judge.grading import grade
@@ -17,41 +15,6 @@ from pagedkv_lib.judge.registry import EXERCISES, get
 from pagedkv_lib.judge.stubs import drifted, make_stub
 
 IDS = list(range(121, 130))
-
-
-def planted(exercise_id: int, tmp_path):
-    """(paths, expected verdicts) of the planted bugs of one exercise."""
-    source = get(exercise_id).solution_path.read_text()
-    paths, verdicts = [], []
-    for name, (pairs, verdict) in BUGS[exercise_id].items():
-        text = source
-        for good, bad in pairs:
-            assert text.count(good) == 1, f"{exercise_id}/{name}: the solution changed, update the plant"
-            text = text.replace(good, bad)
-        path = tmp_path / f"{exercise_id}_{name}.py"
-        path.write_text(text)
-        paths.append(path)
-        verdicts.append(verdict)
-    return paths, verdicts
-
-
-@pytest.mark.parametrize("exercise_id", IDS)
-def test_12x_solution_passes_stub_not_implemented_and_every_planted_bug_rejected(exercise_id, tmp_path):
-    ex = get(exercise_id)
-    stub = tmp_path / ex.filename
-    stub.write_text(make_stub(ex.solution_path.read_text(), exercise_id))
-    bugs, verdicts = planted(exercise_id, tmp_path)
-    assert len(bugs) >= 3
-    solution, practice, *results = grade(exercise_id, [ex.solution_path, stub, *bugs], jobs=2,
-                                         isolation="fork")
-    assert solution.ok, (solution.first_failure, solution.load)
-    assert practice.verdict == NOT_IMPLEMENTED and practice.passed == 0
-    assert all(c.verdict == NOT_IMPLEMENTED for c in practice.cases)
-    for path, verdict, result in zip(bugs, verdicts, results, strict=True):
-        failure = result.first_failure
-        assert not result.ok, f"{path.name}: the judge missed the planted bug"
-        assert result.verdict == verdict, f"{path.name}: {result.verdict}, {failure and failure.outcome}"
-        assert failure is not None and failure.outcome.message
 
 
 @pytest.mark.parametrize("seed", [1, 2])

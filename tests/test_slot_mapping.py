@@ -3,7 +3,7 @@ import random
 
 import pytest
 
-from pagedkv_lib import compute_slot_mapping, map_to_kernel_blocks, slot_mapping_for
+from pagedkv_lib import compute_slot_mapping, slot_mapping_for
 
 
 def brute_force_slots(block_table, positions, block_size):
@@ -49,12 +49,3 @@ def test_bad_arguments_raise():
         compute_slot_mapping([0], 3, 2, 4)
     with pytest.raises(ValueError, match="positions >= 0"):
         slot_mapping_for([0], [-1], 4)
-
-
-def test_kernel_blocks_split_each_block_and_keep_padding():
-    assert map_to_kernel_blocks([3, 1, -1], 32, 16) == [6, 7, 2, 3, -1, -1]
-    table, bs, kbs = [5, 2], 16, 4
-    coarse = slot_mapping_for(table, list(range(30)), bs)
-    assert slot_mapping_for(map_to_kernel_blocks(table, bs, kbs), list(range(30)), kbs) == coarse
-    with pytest.raises(ValueError, match="must divide"):
-        map_to_kernel_blocks([0], 16, 6)

@@ -4,7 +4,7 @@
 writes a token into a block it shares, it takes a private copy: allocate a block, copy the old block's K and
 V for every layer, swap it into the table, drop one reference to the old block. The idea is the
 PagedAttention paper's (section 4.4); vLLM V0 did it in `BlockSpaceManager`, V1 shares only full blocks.
-Symbols: L = layers, N = num_blocks, S = block_size, H_kv = KV heads, D = head_dim.
+Shapes: docs/conventions.md.
 """
 from __future__ import annotations
 

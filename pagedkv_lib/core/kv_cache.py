@@ -1,6 +1,6 @@
 """Paged K/V storage: allocation, write by slot, gather by block table.
 
-Symbols: N = num_blocks, S = block_size, H_kv = num KV heads, D = head_dim, L = num_layers, T = tokens.
+Shapes: docs/conventions.md.
 One layer's cache is `k_cache`, `v_cache` of shape [N, S, H_kv, D]; a whole model's (nano-vllm's
 `ModelRunner.allocate_kv_cache`) is `kv_cache` of shape [2, L, N, S, H_kv, D], whose `[0, l]` and
 `[1, l]` are layer l's K and V views.
@@ -45,19 +45,3 @@ def gather_kv(cache: torch.Tensor, block_table, context_len: int) -> torch.Tenso
     ids = torch.tensor(table[:n], dtype=torch.long, device=cache.device)
     blocks = cache.index_select(0, ids)                               # [n, S, H_kv, D]
     return blocks.reshape(n * block_size, *cache.shape[2:])[:context_len]  # [context_len, H_kv, D]
-
-
-def map_to_kernel_blocks(block_table: list[int], block_size: int, kernel_block_size: int) -> list[int]:
-    """Split each block of `block_size` into blocks of `kernel_block_size` (vLLM's `map_to_kernel_blocks`).
-
-    A kernel that wants smaller pages than the allocator sees block b as `b * k + 0 .. b * k + k - 1`
-    with k = block_size // kernel_block_size; -1 padding stays -1 (k times).
-    """
-    check_positive_int("block_size", block_size)
-    check_positive_int("kernel_block_size", kernel_block_size)
-    if block_size % kernel_block_size:
-        raise ValueError(
-            f"kernel_block_size ({kernel_block_size}) must divide block_size ({block_size})"
-        )
-    k = block_size // kernel_block_size
-    return [b * k + j if b >= 0 else -1 for b in block_table for j in range(k)]

@@ -1,16 +1,14 @@
 """From scheduled sequences to kernel inputs: `prepare_prefill` and `prepare_decode`.
 
 The shape of nano-vllm's `ModelRunner.prepare_prefill/prepare_decode` (`nanovllm/engine/model_runner.py`),
-returning one small dataclass instead of setting a hidden global context. Symbols: T = tokens computed this
-step, B = sequences, M = longest block table.
+returning one small dataclass instead of setting a hidden global context.
+Shapes: docs/conventions.md.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import torch
-
-from pagedkv_lib.testing.paged_batch import pad_block_tables
 
 from .sequence import Sequence
 from .slot_mapping import compute_slot_mapping
@@ -36,6 +34,13 @@ def _i32(values: list[int], device) -> torch.Tensor:
 
 def _i64(values: list[int], device) -> torch.Tensor:
     return torch.tensor(values, dtype=torch.int64, device=device)
+
+
+def pad_block_tables(tables: list[list[int]], device="cpu") -> torch.Tensor:
+    """Rows padded with -1 to the longest table: [B, M] int32."""
+    width = max((len(t) for t in tables), default=0)
+    rows = [list(t) + [-1] * (width - len(t)) for t in tables]
+    return torch.tensor(rows, dtype=torch.int32, device=device).reshape(len(tables), width)
 
 
 def prepare_prefill(seqs: list[Sequence], device="cpu") -> ModelInputs:

@@ -1,7 +1,6 @@
 """Reference paged attention in PyTorch: decode (one query per sequence) and varlen (chunked prefill).
 
-Symbols: B = sequences, H = query heads, H_kv = KV heads, D = head_dim, N = num_blocks, S = block_size,
-T = query tokens of the whole batch, M = max blocks per sequence. Every sequence's K/V is gathered through
+Shapes: docs/conventions.md. Every sequence's K/V is gathered through
 its block table (-1 padding dropped, the last block's unused tail cut), query head h reads KV head
 h // (H // H_kv) (GQA), and the math runs in float32 (float64 for float64 inputs); the result comes back
 in the query's dtype. The Triton kernels in `pagedkv_lib.kernels` are checked against these.

@@ -1,6 +1,6 @@
 """store_kvcache in PyTorch: write this step's K/V rows into the paged cache by slot.
 
-Symbols: T = tokens this step, H_kv = KV heads, D = head_dim, N = num_blocks, S = block_size.
+Shapes: docs/conventions.md.
 The reference for nano-vllm's Triton `store_kvcache_kernel` (`nanovllm/layers/attention.py`) and vLLM's
 `reshape_and_cache_flash` (`csrc/cache_kernels.cu`): a slot of -1 (a padded token) is not written.
 """

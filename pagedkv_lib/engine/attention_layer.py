@@ -1,7 +1,6 @@
 """The paged attention layer: write this step's K/V into the cache, then attend through the block tables.
 
-Symbols: T = tokens of the step, B = sequences, H = query heads, H_kv = KV heads, D = head_dim,
-N = num_blocks, S = block_size. nano-vllm's `Attention.forward` (`nanovllm/layers/attention.py`) reads its
+Shapes: docs/conventions.md. nano-vllm's `Attention.forward` (`nanovllm/layers/attention.py`) reads its
 metadata from a hidden module-level context; here it is an explicit `ModelInputs` argument (STYLE rule 9).
 
     prefill: store_kvcache(k, v, ...) for the new tokens, then varlen attention over the CACHE: a prefix hit

@@ -72,7 +72,3 @@ class EngineConfig:
             raise ValueError(f"num_kvcache_blocks: expected >= {-(-self.max_model_len // self.block_size)} "
                              f"blocks of {self.block_size} (max_model_len {self.max_model_len}), "
                              f"got {self.num_kvcache_blocks}")
-
-    @property
-    def num_kvcache_tokens(self) -> int:
-        return self.num_kvcache_blocks * self.block_size

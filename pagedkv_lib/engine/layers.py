@@ -1,7 +1,6 @@
 """The layers of a Qwen3 decoder besides attention: RMSNorm, rotary embeddings, the SwiGLU MLP.
 
-Symbols: T = tokens of the step (all sequences concatenated), E = hidden_size, H = query heads,
-H_kv = KV heads, D = head_dim, I = intermediate_size. Written after nano-vllm's `nanovllm/layers/`
+Shapes: docs/conventions.md. Written after nano-vllm's `nanovllm/layers/`
 (`layernorm.py`, `rotary_embedding.py`, `activation.py`) and Hugging Face's `modeling_qwen3.py`, without
 tensor parallelism or fused kernels: plain `torch.nn` modules a learner can read in one sitting.
 """

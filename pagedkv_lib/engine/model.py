@@ -1,7 +1,6 @@
 """A tiny Qwen3-like decoder with random weights, whose attention reads and writes the paged KV cache.
 
-Symbols: T = tokens of the step, E = hidden_size, H = query heads, H_kv = KV heads, D = head_dim,
-V = vocab_size, L = layers. The structure of nano-vllm's `nanovllm/models/qwen3.py` (fused qkv and
+Shapes: docs/conventions.md. The structure of nano-vllm's `nanovllm/models/qwen3.py` (fused qkv and
 gate/up projections, q/k RMSNorm per head before RoPE, pre-norm residual blocks, tied embeddings) at a size
 that runs on a CPU. `forward` takes the step's metadata explicitly:
 

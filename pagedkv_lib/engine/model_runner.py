@@ -1,7 +1,6 @@
 """The model runner: owns the model and the KV cache; turns scheduled sequences into sampled tokens.
 
-Symbols: L = layers, N = num_kvcache_blocks, S = block_size, H_kv = KV heads, D = head_dim, B = sequences,
-T = tokens of the step, V = vocab_size. nano-vllm's `nanovllm/engine/model_runner.py` without tensor
+Shapes: docs/conventions.md. nano-vllm's `nanovllm/engine/model_runner.py` without tensor
 parallelism or CUDA graphs: `allocate_kv_cache` once, then per step `prepare_prefill`/`prepare_decode`
 (from `pagedkv_lib.core.model_inputs`), the forward, the logits of each sequence's LAST token, the sampler.
 """
@@ -12,9 +11,8 @@ from dataclasses import replace
 import torch
 
 from pagedkv_lib.core.kv_cache import allocate_kv_cache
-from pagedkv_lib.core.model_inputs import ModelInputs, prepare_decode, prepare_prefill
+from pagedkv_lib.core.model_inputs import ModelInputs, pad_block_tables, prepare_decode, prepare_prefill
 from pagedkv_lib.core.sequence import Sequence
-from pagedkv_lib.testing.paged_batch import pad_block_tables
 
 from .attention_layer import select_kernels
 from .config import EngineConfig

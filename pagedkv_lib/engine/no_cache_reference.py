@@ -1,6 +1,6 @@
 """The no-cache reference: recompute the WHOLE sequence at every step, with dense causal attention.
 
-Symbols: T = tokens of the sequence, H = query heads, H_kv = KV heads, D = head_dim. Nothing here touches a
+Shapes: docs/conventions.md. Nothing here touches a
 block table, a slot or a cache: attention is PyTorch SDPA on the contiguous K/V of one sequence. The engine's
 greedy outputs must equal `greedy_reference`'s token for token (tests/test_engine_equivalence.py).
 """

@@ -1,6 +1,6 @@
 """Sampling: greedy (temperature 0) or from softmax(logits / temperature), with a seeded generator.
 
-Symbols: B = sequences, V = vocab_size. nano-vllm's `nanovllm/layers/sampler.py` samples with the
+Shapes: docs/conventions.md. nano-vllm's `nanovllm/layers/sampler.py` samples with the
 exponential race: argmax(p / E) with E ~ Exp(1) i.i.d. picks token i with probability p_i, and needs no
 cumulative sum. Here the draws come from a `torch.Generator` seeded once, so a run is reproducible.
 """

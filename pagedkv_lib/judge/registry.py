@@ -92,7 +92,7 @@ EXERCISES: dict[int, Exercise] = {e.id: e for e in (
     Exercise(128, "kernel_inputs", "Kernel inputs", "medium", "06 From scheduler to kernel inputs",
              {"prepare_prefill": "pagedkv_lib.core.model_inputs:prepare_prefill",
               "prepare_decode": "pagedkv_lib.core.model_inputs:prepare_decode"},
-             forbidden=("pagedkv_lib.testing.paged_batch:pad_block_tables",)),
+             forbidden=("pagedkv_lib.core.model_inputs:pad_block_tables",)),
     Exercise(129, "prefix_caching", "Prefix-caching block manager", "hard", "07 Prefix caching",
              {"BlockManager": "pagedkv_lib.core.block_manager:BlockManager"}),
     Exercise(130, "triton_store_kvcache", "Triton store_kvcache", "medium", "09 Triton: store_kvcache",

@@ -1,9 +1,7 @@
 """Paged decode attention in Triton (flash-decoding): one query token per sequence, K/V read through the
 block table, softmax computed online in fp32.
 
-Symbols: B = sequences, H = query heads, H_kv = KV heads, G = H // H_kv (query heads per KV head),
-D = head_dim, N = num_blocks, S = block_size, M = max blocks per sequence, P = num_splits,
-BLOCK_N = tokens per KV tile.
+Shapes: docs/conventions.md.
 Ideas from Flash-Decoding (Dao et al., 2023), vLLM's `triton_unified_attention.py` (GQA heads packed into
 one tile for `tl.dot`, 2D/3D split kernels with a segment reduction) and SGLang's `decode_attention.py`.
 

@@ -1,6 +1,6 @@
 """store_kvcache in Triton: one program per token copies its K and V rows into the paged cache.
 
-Symbols: T = tokens this step, H_kv = KV heads, D = head_dim, N = num_blocks, S = block_size.
+Shapes: docs/conventions.md.
 The kernel is nano-vllm's `store_kvcache_kernel` (`nanovllm/layers/attention.py`) with two additions: a row
 of H_kv * D elements need not be a power of two (the tile is padded and masked), and any float dtype works.
 A slot of -1 (a padded token, e.g. a CUDA-graph bucket filler) is skipped, as in vLLM's

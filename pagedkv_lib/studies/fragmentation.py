@@ -1,7 +1,7 @@
 """External fragmentation: requests arrive and leave a KV memory of `capacity` token slots.
 
-Symbols: `simulate_fragmentation`, `FragmentationResult`, `FirstFitAllocator`, `PagedAllocator`.
-Shapes: T = recorded steps, N = requests, C = capacity // granularity columns of the memory map.
+Exports: `simulate_fragmentation`, `FragmentationResult`, `FirstFitAllocator`, `PagedAllocator`.
+Arrays are [steps, R] (R requests) or [steps, columns] (the memory map: capacity // granularity columns).
 
 A contiguous allocator (first fit, as in the pre-vLLM systems the PagedAttention paper describes in section 3)
 gives each request ONE range of token slots; as requests of different sizes come and go, free memory splits
@@ -97,16 +97,16 @@ class FragmentationResult:
     allocator: str
     capacity: int
     granularity: int
-    steps: np.ndarray          # [T] the step of each row
-    memory_map: np.ndarray     # [T, C] owner of the first slot of each granule, -1 free
-    num_running: np.ndarray    # [T]
-    num_waiting: np.ndarray    # [T]
-    free: np.ndarray           # [T] free token slots
-    largest_free: np.ndarray   # [T] the largest request the allocator could place (first fit: largest hole)
-    head_blocked: np.ndarray   # [T] bool: the queue's head waits although `free` covers its need
-    arrival_step: np.ndarray   # [N]
-    admit_step: np.ndarray     # [N]
-    finish_step: np.ndarray    # [N] the step its memory is released
+    steps: np.ndarray          # [steps] the step of each row
+    memory_map: np.ndarray     # [steps, columns] owner of the first slot of each granule, -1 free
+    num_running: np.ndarray    # [steps]
+    num_waiting: np.ndarray    # [steps]
+    free: np.ndarray           # [steps] free token slots
+    largest_free: np.ndarray   # [steps] the largest request the allocator could place (first fit: a hole)
+    head_blocked: np.ndarray   # [steps] bool: the queue's head waits although `free` covers its need
+    arrival_step: np.ndarray   # [R]
+    admit_step: np.ndarray     # [R]
+    finish_step: np.ndarray    # [R] the step its memory is released
 
     @property
     def external_fragmentation(self) -> np.ndarray:
@@ -132,7 +132,7 @@ def simulate_fragmentation(allocator: str = "first_fit", *, requests=None, num_r
     """Run FIFO admission over `allocator` ("first_fit" or "paged"); deterministic for a given seed.
 
     `requests` defaults to make_workload(num_requests, seed); arrivals come from
-    arrival_steps(N, arrival_rate, seed). First fit reserves `max_len` slots per request if reserve == "max",
+    arrival_steps(R, arrival_rate, seed). First fit reserves `max_len` slots per request if reserve == "max",
     else prompt + output ("exact"); paged always takes the blocks of prompt + output.
     """
     if allocator not in ("first_fit", "paged"):
@@ -147,7 +147,7 @@ def simulate_fragmentation(allocator: str = "first_fit", *, requests=None, num_r
         raise ValueError(f"capacity: expected a multiple of block_size ({block_size}) and granularity "
                          f"({granularity}), got {capacity}")
     requests = make_workload(num_requests, seed) if requests is None else list(requests)
-    arrivals = arrival_steps(len(requests), arrival_rate, seed)  # [N]
+    arrivals = arrival_steps(len(requests), arrival_rate, seed)  # [R]
     if allocator == "paged":
         alloc, sizes = PagedAllocator(capacity, block_size), [r.total_len for r in requests]
         need = [-(-s // block_size) * block_size for s in sizes]
@@ -182,7 +182,7 @@ def simulate_fragmentation(allocator: str = "first_fit", *, requests=None, num_r
             heapq.heappush(leaving, (t + lifetimes[rid], rid))
         if t % record_every == 0:
             rows["steps"].append(t)
-            rows["map"].append(alloc.owner[::granularity].copy())  # [C]
+            rows["map"].append(alloc.owner[::granularity].copy())  # [columns]
             rows["running"].append(len(leaving))
             rows["waiting"].append(len(waiting))
             rows["free"].append(free)

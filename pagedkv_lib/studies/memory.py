@@ -1,6 +1,6 @@
 """KV memory arithmetic: bytes per token, and how many requests fit a budget paged vs reserved.
 
-Symbols: `kv_bytes_per_token`, `paged_concurrency`, `reserved_concurrency`, `ModelShape`, `MODELS`,
+Exports: `kv_bytes_per_token`, `paged_concurrency`, `reserved_concurrency`, `ModelShape`, `MODELS`,
 `KiB`, `MiB`, `GiB`, `GB`.
 
 Every token of every layer stores one key and one value vector per KV head, hence

@@ -1,6 +1,6 @@
 """A serving simulation with no model, only memory arithmetic: paged KV cache vs reserving `max_len`.
 
-Symbols: `simulate_serving`, `ServingResult`. Shapes: S = simulated steps, N = requests.
+Exports: `simulate_serving`, `ServingResult`. Arrays are [steps] or [R] (R requests; docs/conventions.md).
 
 Each step, every running request gains one token (continuous batching, Orca / vLLM). The scheduler admits
 waiting requests FIFO while memory allows. Policies:
@@ -37,12 +37,12 @@ class ServingResult:
     budget_tokens: int
     block_size: int
     max_len: int
-    num_running: np.ndarray       # [S] requests that gained a token in this step
-    num_waiting: np.ndarray       # [S] queued (arrived, not running) after admission
-    used_tokens: np.ndarray       # [S] tokens held by running requests after this step's growth
-    allocated_tokens: np.ndarray  # [S] slots allocated (blocks x block_size, or running x max_len)
-    admit_step: np.ndarray        # [N] first admission
-    finish_step: np.ndarray       # [N] step of the last token
+    num_running: np.ndarray       # [steps] requests that gained a token in this step
+    num_waiting: np.ndarray       # [steps] queued (arrived, not running) after admission
+    used_tokens: np.ndarray       # [steps] tokens held by running requests after this step's growth
+    allocated_tokens: np.ndarray  # [steps] slots allocated (blocks x block_size, or running x max_len)
+    admit_step: np.ndarray        # [R] first admission
+    finish_step: np.ndarray       # [R] step of the last token
     num_preemptions: int
     recomputed_tokens: int        # tokens whose KV was dropped by a preemption and computed again
 
@@ -80,10 +80,10 @@ class _Scheduler:
 
     def __init__(self, prompt: list[int], total: list[int], policy: str, unit: int, num_units: int):
         self.paged, self.unit, self.free = policy == "paged", unit, num_units
-        self.num_tokens = prompt            # [N] tokens at the latest admission: prompt + generated so far
-        self.total = total                  # [N] prompt + output
-        self.start = [-1] * len(total)      # [N] step of the latest admission
-        self.running = [False] * len(total)  # [N]
+        self.num_tokens = prompt            # [R] tokens at the latest admission: prompt + generated so far
+        self.total = total                  # [R] prompt + output
+        self.start = [-1] * len(total)      # [R] step of the latest admission
+        self.running = [False] * len(total)  # [R]
         self.order: list[int] = []          # admission order; finished ids are skipped lazily
         self.phase_count = [0] * unit if self.paged else []  # running requests per phase (L0 - t0) % unit
         self.leaving: list[tuple[int, int, int]] = []  # heap of (finish step, id, admission step)
@@ -167,7 +167,7 @@ def simulate_serving(requests, policy: str = "paged", *, budget_tokens: int, blo
     if -(-longest // unit) > num_units:
         raise ValueError(f"budget_tokens: expected room for the longest request ({longest} tokens in units "
                          f"of {unit}), got {budget_tokens}")
-    arrivals = arrival_steps(n, arrival_rate, seed).tolist()  # [N], sorted
+    arrivals = arrival_steps(n, arrival_rate, seed).tolist()  # [R], sorted
     max_seqs = max_num_seqs or n
 
     sched = _Scheduler(prompt, total, policy, unit, num_units)

@@ -1,7 +1,7 @@
 """The notebook-1 workload and the memory it wastes, reserving `max_len` per request vs paging.
 
-Symbols: `Request`, `make_workload`, `arrival_steps`, `utilization_reserved`, `utilization_paged`,
-`Waste`, `waste_breakdown`. Arrays below are [N], one entry per request.
+Exports: `Request`, `make_workload`, `arrival_steps`, `utilization_reserved`, `utilization_paged`,
+`Waste`, `waste_breakdown`. Arrays below are [R], one entry per request.
 
 The three wastes of a contiguous KV cache (the PagedAttention paper, section 3): slots reserved for tokens a
 request never produces (reservation), the unused tail of the last allocated chunk (internal fragmentation),
@@ -54,33 +54,33 @@ def make_workload(num_requests: int = 200, seed: int = 0, prompt_range: tuple[in
 
 def arrival_steps(num_requests: int, rate: float | None, seed: int = 0) -> np.ndarray:
     """Step at which each request arrives: all 0 if `rate` is None, else a Poisson process of `rate`
-    requests per step (exponential gaps from numpy's default_rng(seed)). Sorted, int64, [N]."""
+    requests per step (exponential gaps from numpy's default_rng(seed)). Sorted, int64, [R]."""
     check_positive_int("num_requests", num_requests)
     if rate is None:
         return np.zeros(num_requests, dtype=np.int64)
     if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not rate > 0:
         raise ValueError(f"rate: expected None or a positive number of requests per step, got {rate!r}")
-    gaps = np.random.default_rng(seed).exponential(1.0 / rate, size=num_requests)  # [N]
-    return np.floor(np.cumsum(gaps) - gaps[0]).astype(np.int64)                     # [N], first at 0
+    gaps = np.random.default_rng(seed).exponential(1.0 / rate, size=num_requests)  # [R]
+    return np.floor(np.cumsum(gaps) - gaps[0]).astype(np.int64)                     # [R], first at 0
 
 
 def _total_lens(requests) -> np.ndarray:
     if len(requests) == 0:
         raise ValueError("requests: expected at least one Request, got an empty sequence")
-    return np.fromiter((r.total_len for r in requests), dtype=np.int64, count=len(requests))  # [N]
+    return np.fromiter((r.total_len for r in requests), dtype=np.int64, count=len(requests))  # [R]
 
 
 @dataclass(frozen=True)
 class Waste:
     """Where one scheme's allocation goes, per request, in token slots: used + internal + reserved_unused."""
 
-    used: np.ndarray             # [N] tokens the request actually holds (prompt + output)
-    internal: np.ndarray         # [N] unused tail of the last block (internal fragmentation)
-    reserved_unused: np.ndarray  # [N] reserved up to max_len and never used
+    used: np.ndarray             # [R] tokens the request actually holds (prompt + output)
+    internal: np.ndarray         # [R] unused tail of the last block (internal fragmentation)
+    reserved_unused: np.ndarray  # [R] reserved up to max_len and never used
 
     @property
     def allocated(self) -> np.ndarray:
-        return self.used + self.internal + self.reserved_unused  # [N]
+        return self.used + self.internal + self.reserved_unused  # [R]
 
     @property
     def utilization(self) -> float:
@@ -92,13 +92,13 @@ def waste_breakdown(requests, block_size: int, max_len: int) -> dict[str, Waste]
     """Per-request waste of both schemes: {"reserve": max_len each, "paged": whole blocks of block_size}."""
     check_positive_int("block_size", block_size)
     check_positive_int("max_len", max_len)
-    used = _total_lens(requests)  # [N]
+    used = _total_lens(requests)  # [R]
     if used.max() > max_len:
         i = int(used.argmax())
         raise ValueError(f"max_len: expected >= every request's total_len, got {max_len} < {used[i]} "
                          f"(request {i})")
     zeros = np.zeros_like(used)
-    tail = -used % block_size  # [N] slots left in the last block
+    tail = -used % block_size  # [R] slots left in the last block
     return {
         "reserve": Waste(used=used, internal=zeros, reserved_unused=max_len - used),
         "paged": Waste(used=used, internal=tail, reserved_unused=zeros.copy()),
@@ -113,5 +113,5 @@ def utilization_reserved(requests, max_len: int) -> float:
 def utilization_paged(requests, block_size: int) -> float:
     """Used tokens / slots of the ceil(total_len / block_size) blocks each request holds."""
     check_positive_int("block_size", block_size)
-    used = _total_lens(requests)  # [N]
+    used = _total_lens(requests)  # [R]
     return float(used.sum() / (used + (-used % block_size)).sum())

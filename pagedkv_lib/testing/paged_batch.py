@@ -1,9 +1,8 @@
 """Build a batch of sequences stored in a paged cache, with their contiguous K/V kept for checking.
 
-Symbols: B = sequences, H / H_kv = query / KV heads, D = head_dim, N = num_blocks, S = block_size,
-T = query tokens. Used by the tests, the judge, the notebooks and the benchmarks, so that every check
-starts from the same construction: random K/V per sequence, scattered into blocks of a cache whose
-other rows hold garbage (NaN by default, so reading an unused row shows up).
+Shapes: docs/conventions.md. Used by the tests, the judge, the notebooks and the benchmarks, so that every
+check starts from the same construction: random K/V per sequence, scattered into blocks of a cache whose other
+rows hold garbage (NaN by default, so reading an unused row shows up).
 """
 from __future__ import annotations
 
@@ -12,6 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
+from pagedkv_lib.core.model_inputs import pad_block_tables
 from pagedkv_lib.core.validation import check_gqa, check_positive_int
 
 
@@ -43,13 +43,6 @@ def round_robin_tables(seq_lens: list[int], block_size: int) -> list[list[int]]:
                 t.append(next_id)
                 next_id += 1
     return tables
-
-
-def pad_block_tables(tables: list[list[int]], device="cpu") -> torch.Tensor:
-    """Rows padded with -1 to the longest table: [B, M] int32."""
-    width = max((len(t) for t in tables), default=0)
-    rows = [list(t) + [-1] * (width - len(t)) for t in tables]
-    return torch.tensor(rows, dtype=torch.int32, device=device).reshape(len(tables), width)
 
 
 def make_paged_batch(seq_lens: list[int], block_size: int, num_heads: int, num_kv_heads: int,

@@ -1,7 +1,7 @@
 """The independent reference: PyTorch SDPA on CONTIGUOUS K/V, in float64.
 
 No block table is involved: each sequence's keys and values are passed as they were before paging.
-Symbols: H / H_kv = query / KV heads, D = head_dim, T = query tokens.
+Shapes: docs/conventions.md.
 """
 from __future__ import annotations
 

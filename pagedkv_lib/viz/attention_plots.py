@@ -1,8 +1,7 @@
 """Pictures of varlen paged attention (notebook 05): the causal mask of a mixed batch; a block-size explorer.
 
-Symbols: B = sequences, T = query rows of the whole batch (sum of q_lens), K = keys of the whole batch
-(sum of seq_lens). A sequence's new tokens are the LAST q_len of its seq_len-token context, so its query i
-sits at position seq_len - q_len + i and reads keys 0 .. seq_len - q_len + i of its own sequence only.
+Shapes: docs/conventions.md. A sequence's new tokens are the LAST q_len of its seq_len-token context, so its
+query i sits at position seq_len - q_len + i and reads keys 0 .. seq_len - q_len + i of its own sequence only.
 Figures are built with `matplotlib.figure.Figure` (not pyplot), so nothing is shown unless asked.
 """
 from __future__ import annotations

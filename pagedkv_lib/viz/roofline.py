@@ -4,7 +4,7 @@ A decode step and a cache write are bound by memory bandwidth, so each method at
 (bytes moved, time) against the line time = bytes / copy bandwidth, the copy being measured in the same run.
 Reads what `benchmarks/bench_decode.py` and `benchmarks/bench_store_kvcache.py` write (by default the stored
 H200 results in benchmarks/results/); every figure is reported as a fraction of that run's copy bandwidth.
-Symbols: B sequences, L context tokens, S block_size, T tokens stored.
+Shapes: docs/conventions.md.
 """
 from __future__ import annotations
 

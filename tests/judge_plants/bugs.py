@@ -1,156 +1,433 @@
 # ruff: noqa: E501  (planted bugs quote whole lines of the solutions)
-"""Planted bugs: each a copy of a reference solution with one classic mistake, and the verdict it must get.
+"""Planted bugs: each a copy of a reference solution with one classic mistake, the verdict it must get and
+words the first failing case's hint must contain (the hint names the cause).
 
-BUGS[id][name] = ([(text in the solution, its buggy replacement), ...], expected verdict). Every text must
-occur exactly once in the solution (the test says so when a solution changes).
+BUGS[id][name] = Plant(edits, verdict, hint): edits are (text in the solution, its buggy replacement) pairs,
+each text occurring exactly once in the solution (the test says so when a solution changes); hint is None
+where the plant only has to be rejected. tests/test_judge_plants.py runs them all, one parametrized test.
 """
+from typing import NamedTuple
+
 WA, RE = "wrong answer", "runtime error"
+
+
+class Plant(NamedTuple):
+    edits: list
+    verdict: str
+    hint: str | None = None
+
 
 BUGS = {
     121: {
-        "forgets_k_and_v": ([("return 2 * num_layers", "return num_layers")], WA),
-        "context_not_rounded_to_blocks": ([("(num_blocks * block_size * bytes_per_token)",
-                                            "(context_len * bytes_per_token)")], WA),
-        "one_block_too_many": ([("num_blocks = -(-context_len // block_size)",
-                                 "num_blocks = context_len // block_size + 1")], WA),
-        "float_division_reserved": ([("return budget_bytes // (max_len * bytes_per_token)",
-                                      "return int(budget_bytes / (max_len * bytes_per_token))")], WA),
-        "float_division_paged": ([("return budget_bytes // (num_blocks * block_size * bytes_per_token)",
-                                   "return int(budget_bytes / (num_blocks * block_size * bytes_per_token))")], WA),
-        "returns_a_float": ([("return budget_bytes // (max_len * bytes_per_token)",
-                              "return budget_bytes / (max_len * bytes_per_token) // 1")], WA),
-        "ceiling_of_requests": ([("return budget_bytes // (max_len * bytes_per_token)",
-                                  "return -(-budget_bytes // (max_len * bytes_per_token))")], WA),
+        'forgets_k_and_v': Plant([
+            ('return 2 * num_layers',
+             'return num_layers'),
+        ], WA, None),
+        'context_not_rounded_to_blocks': Plant([
+            ('(num_blocks * block_size * bytes_per_token)',
+             '(context_len * bytes_per_token)'),
+        ], WA, None),
+        'one_block_too_many': Plant([
+            ('num_blocks = -(-context_len // block_size)',
+             'num_blocks = context_len // block_size + 1'),
+        ], WA, None),
+        'float_division_reserved': Plant([
+            ('return budget_bytes // (max_len * bytes_per_token)',
+             'return int(budget_bytes / (max_len * bytes_per_token))'),
+        ], WA, None),
+        'float_division_paged': Plant([
+            ('return budget_bytes // (num_blocks * block_size * bytes_per_token)',
+             'return int(budget_bytes / (num_blocks * block_size * bytes_per_token))'),
+        ], WA, None),
+        'returns_a_float': Plant([
+            ('return budget_bytes // (max_len * bytes_per_token)',
+             'return budget_bytes / (max_len * bytes_per_token) // 1'),
+        ], WA, None),
+        'ceiling_of_requests': Plant([
+            ('return budget_bytes // (max_len * bytes_per_token)',
+             'return -(-budget_bytes // (max_len * bytes_per_token))'),
+        ], WA, None),
     },
     122: {
-        "offset_plus_one": ([("+ p % block_size for p", "+ p % block_size + 1 for p")], WA),
-        "table_indexed_by_offset": ([("return [block_table[p // block_size]", "return [block_table[p % block_size]")],
-                                    WA),
-        "ignores_the_table": ([("return [block_table[p // block_size] * block_size + p % block_size", "return [p")], WA),
-        "forgets_block_size": ([("return [block_table[p // block_size] * block_size +",
-                                 "return [block_table[p // block_size] +")], WA),
-        "returns_a_tensor": ([("    return [block_table", "    import torch\n    return torch.tensor([block_table"),
-                              ("for p in positions]", "for p in positions])")], WA),
-        "sorts_positions_in_place": ([("    return [block_table", "    positions.sort()\n    return [block_table")],
-                                     WA),
-        "next_block_on_boundary": ([("return [block_table[p // block_size]", "return [block_table[(p + 1) // block_size]")],
-                                   WA),
+        'offset_plus_one': Plant([
+            ('+ p % block_size for p',
+             '+ p % block_size + 1 for p'),
+        ], WA, None),
+        'table_indexed_by_offset': Plant([
+            ('return [block_table[p // block_size]',
+             'return [block_table[p % block_size]'),
+        ], WA, None),
+        'ignores_the_table': Plant([
+            ('return [block_table[p // block_size] * block_size + p % block_size',
+             'return [p'),
+        ], WA, None),
+        'forgets_block_size': Plant([
+            ('return [block_table[p // block_size] * block_size +',
+             'return [block_table[p // block_size] +'),
+        ], WA, None),
+        'returns_a_tensor': Plant([
+            ('    return [block_table',
+             '    import torch\n    return torch.tensor([block_table'),
+            ('for p in positions]',
+             'for p in positions])'),
+        ], WA, None),
+        'sorts_positions_in_place': Plant([
+            ('    return [block_table',
+             '    positions.sort()\n    return [block_table'),
+        ], WA, None),
+        'next_block_on_boundary': Plant([
+            ('return [block_table[p // block_size]',
+             'return [block_table[(p + 1) // block_size]'),
+        ], WA, None),
     },
     123: {
-        "first_block_from_offset_0": ([("lo = max(start, i * block_size) - i * block_size", "lo = 0")], WA),
-        "last_block_always_full": ([("hi = min(end, (i + 1) * block_size) - i * block_size", "hi = block_size")],
-                                   WA),
-        "drops_partial_last_block": ([("range(start // block_size, -(-end // block_size))",
-                                       "range(start // block_size, end // block_size)")], WA),
-        "end_inclusive": ([("hi = min(end, (i + 1)", "hi = min(end + 1, (i + 1)")], WA),
-        "last_block_cut_at_end_mod_block_size": ([("hi = min(end, (i + 1) * block_size) - i * block_size",
-                                                   "hi = end % block_size if (i + 1) * block_size >= end else block_size")],
-                                                 WA),
+        'first_block_from_offset_0': Plant([
+            ('lo = max(start, i * block_size) - i * block_size',
+             'lo = 0'),
+        ], WA, None),
+        'last_block_always_full': Plant([
+            ('hi = min(end, (i + 1) * block_size) - i * block_size',
+             'hi = block_size'),
+        ], WA, None),
+        'drops_partial_last_block': Plant([
+            ('range(start // block_size, -(-end // block_size))',
+             'range(start // block_size, end // block_size)'),
+        ], WA, None),
+        'end_inclusive': Plant([
+            ('hi = min(end, (i + 1)',
+             'hi = min(end + 1, (i + 1)'),
+        ], WA, None),
+        'last_block_cut_at_end_mod_block_size': Plant([
+            ('hi = min(end, (i + 1) * block_size) - i * block_size',
+             'hi = end % block_size if (i + 1) * block_size >= end else block_size'),
+        ], WA, None),
     },
     124: {
-        "minus_one_not_skipped": ([("keep = slot_mapping >= 0", "keep = slot_mapping >= -1")], WA),
-        "k_and_v_swapped": ([("[slots] = key[keep]", "[slots] = value_"), ("[slots] = value[keep]", "[slots] = key[keep]"),
-                             ("value_", "value[keep]")], WA),
-        "not_in_place": ([("    k_cache.view(-1", "    k_cache = k_cache.clone()\n    k_cache.view(-1")], WA),
-        "value_never_written": ([("    v_cache.view(-1, H_kv, D)[slots] = value[keep]\n", "")], WA),
-        "assumes_contiguous_key": ([("= key[keep]", "= key.view(-1).view(-1, H_kv, D)[keep]")], RE),
-        "slot_split_wrong": ([("    k_cache.view(-1, H_kv, D)[slots] = key[keep]",
-                               "    k_cache[slots // H_kv, slots % H_kv] = key[keep]")], RE),
+        'minus_one_not_skipped': Plant([
+            ('keep = slot_mapping >= 0',
+             'keep = slot_mapping >= -1'),
+        ], WA, None),
+        'k_and_v_swapped': Plant([
+            ('[slots] = key[keep]',
+             '[slots] = value_'),
+            ('[slots] = value[keep]',
+             '[slots] = key[keep]'),
+            ('value_',
+             'value[keep]'),
+        ], WA, None),
+        'not_in_place': Plant([
+            ('    k_cache.view(-1',
+             '    k_cache = k_cache.clone()\n    k_cache.view(-1'),
+        ], WA, None),
+        'value_never_written': Plant([
+            ('    v_cache.view(-1, H_kv, D)[slots] = value[keep]\n',
+             ''),
+        ], WA, None),
+        'assumes_contiguous_key': Plant([
+            ('= key[keep]',
+             '= key.view(-1).view(-1, H_kv, D)[keep]'),
+        ], RE, None),
+        'slot_split_wrong': Plant([
+            ('    k_cache.view(-1, H_kv, D)[slots] = key[keep]',
+             '    k_cache[slots // H_kv, slots % H_kv] = key[keep]'),
+        ], RE, None),
     },
     125: {
-        "gqa_h_mod_h_kv": ([("k = k.repeat_interleave(group, dim=1) ", "k = k.repeat(1, group, 1) "),
-                            ("v = v.repeat_interleave(group, dim=1) ", "v = v.repeat(1, group, 1) ")], WA),
-        "tail_of_last_block_not_cut": ([("k = k_cache[blocks].reshape(-1, H_kv, D)[:n]",
-                                         "k = k_cache[blocks].reshape(-1, H_kv, D)"),
-                                        ("v = v_cache[blocks].reshape(-1, H_kv, D)[:n]",
-                                         "v = v_cache[blocks].reshape(-1, H_kv, D)")], WA),
-        "scale_ignored": ([("k) * scale", "k) * D**-0.5")], WA),
-        "one_token_too_few": ([("n = int(context_lens[b])", "n = int(context_lens[b]) - 1 or 1")], WA),
-        "softmax_over_heads": ([("scores.softmax(dim=-1)", "scores.softmax(dim=0)")], WA),
-        "every_context_as_long_as_the_first": ([("n = int(context_lens[b])", "n = int(context_lens[0])")], WA),
+        'gqa_h_mod_h_kv': Plant([
+            ('k = k.repeat_interleave(group, dim=1) ',
+             'k = k.repeat(1, group, 1) '),
+            ('v = v.repeat_interleave(group, dim=1) ',
+             'v = v.repeat(1, group, 1) '),
+        ], WA, None),
+        'tail_of_last_block_not_cut': Plant([
+            ('k = k_cache[blocks].reshape(-1, H_kv, D)[:n]',
+             'k = k_cache[blocks].reshape(-1, H_kv, D)'),
+            ('v = v_cache[blocks].reshape(-1, H_kv, D)[:n]',
+             'v = v_cache[blocks].reshape(-1, H_kv, D)'),
+        ], WA, None),
+        'scale_ignored': Plant([
+            ('k) * scale',
+             'k) * D**-0.5'),
+        ], WA, None),
+        'one_token_too_few': Plant([
+            ('n = int(context_lens[b])',
+             'n = int(context_lens[b]) - 1 or 1'),
+        ], WA, None),
+        'softmax_over_heads': Plant([
+            ('scores.softmax(dim=-1)',
+             'scores.softmax(dim=0)'),
+        ], WA, None),
+        'every_context_as_long_as_the_first': Plant([
+            ('n = int(context_lens[b])',
+             'n = int(context_lens[0])'),
+        ], WA, None),
     },
     126: {
-        "causal_mask_from_position_0": ([("pos = torch.arange(n - q_len, n)", "pos = torch.arange(q_len)")], WA),
-        "no_causal_mask": ([("        scores = scores.masked_fill(~mask, float(\"-inf\"))\n", "")], WA),
-        "gqa_h_mod_h_kv": ([("k = k.repeat_interleave(group, dim=1) ", "k = k.repeat(1, group, 1) "),
-                            ("v = v.repeat_interleave(group, dim=1) ", "v = v.repeat(1, group, 1) ")], WA),
-        "tail_of_last_block_not_cut": ([("k = k_cache[blocks].reshape(-1, H_kv, D)[:n]",
-                                         "k = k_cache[blocks].reshape(-1, H_kv, D)"),
-                                        ("v = v_cache[blocks].reshape(-1, H_kv, D)[:n]",
-                                         "v = v_cache[blocks].reshape(-1, H_kv, D)"),
-                                        ("torch.arange(n)[None, :]", "torch.arange(k.shape[0])[None, :]")], WA),
-        "mask_diagonal_strict": ([("<= pos[:, None]", "< pos[:, None]")], WA),
+        'causal_mask_from_position_0': Plant([
+            ('pos = torch.arange(n - q_len, n)',
+             'pos = torch.arange(q_len)'),
+        ], WA, None),
+        'no_causal_mask': Plant([
+            ('        scores = scores.masked_fill(~mask, float("-inf"))\n',
+             ''),
+        ], WA, None),
+        'gqa_h_mod_h_kv': Plant([
+            ('k = k.repeat_interleave(group, dim=1) ',
+             'k = k.repeat(1, group, 1) '),
+            ('v = v.repeat_interleave(group, dim=1) ',
+             'v = v.repeat(1, group, 1) '),
+        ], WA, None),
+        'tail_of_last_block_not_cut': Plant([
+            ('k = k_cache[blocks].reshape(-1, H_kv, D)[:n]',
+             'k = k_cache[blocks].reshape(-1, H_kv, D)'),
+            ('v = v_cache[blocks].reshape(-1, H_kv, D)[:n]',
+             'v = v_cache[blocks].reshape(-1, H_kv, D)'),
+            ('torch.arange(n)[None, :]',
+             'torch.arange(k.shape[0])[None, :]'),
+        ], WA, None),
+        'mask_diagonal_strict': Plant([
+            ('<= pos[:, None]',
+             '< pos[:, None]'),
+        ], WA, None),
     },
     127: {
-        "freed_blocks_to_the_front": ([("self.free_block_ids.append(b)", "self.free_block_ids.appendleft(b)")], WA),
-        "partial_allocation_on_failure": ([("        if n > len(self.free_block_ids):\n            return None\n"
-                                            "        blocks = [self.free_block_ids.popleft() for _ in range(n)]",
-                                            "        blocks = [self.free_block_ids.popleft()\n"
-                                            "                  for _ in range(min(n, len(self.free_block_ids)))]\n"
-                                            "        if len(blocks) < n:\n            return None")], WA),
-        "copy_on_write_without_copy": ([("        kv_cache[:, :, new[0]] = kv_cache[:, :, block_table[-1]]", "")], WA),
-        "copies_k_only": ([("kv_cache[:, :, new[0]] = kv_cache[:, :, block_table[-1]]",
-                            "kv_cache[0, :, new[0]] = kv_cache[0, :, block_table[-1]]")], WA),
-        "copies_layer_0_only": ([("kv_cache[:, :, new[0]] = kv_cache[:, :, block_table[-1]]",
-                                  "kv_cache[:, 0, new[0]] = kv_cache[:, 0, block_table[-1]]")], WA),
-        "old_block_keeps_its_reference": ([("        pool.free([block_table[-1]])\n", "")], WA),
-        "double_free_not_detected": ([("if blocks.count(b) > self.ref_counts[b]:", "if False:")], WA),
-        "failed_free_changes_some": ([("        for b in set(blocks):\n            if blocks.count(b) > self.ref_counts[b]:",
-                                       "        for b in blocks:\n            self.ref_counts[b] -= 1\n"
-                                       "        for b in blocks:\n            self.ref_counts[b] += 1\n"
-                                       "            if self.ref_counts[b] == 0:\n"
-                                       "                raise ValueError('double free')\n"
-                                       "        for b in set(blocks):\n            if False:")], WA),
-        "repeated_id_dropped_once": ([("        for b in blocks:\n            self.ref_counts[b] -= 1",
-                                       "        for b in dict.fromkeys(blocks):\n            self.ref_counts[b] -= 1")], WA),
-        "fork_returns_the_same_list": ([("        return list(block_table)", "        return block_table")], WA),
-        "fork_adds_no_reference": ([("            self.ref_counts[b] += 1\n        return list", "            pass\n"
-                                                                                         "        return list")], WA),
-        "slot_off_by_one": ([("return block_table[-1] * block_size + num_tokens % block_size",
-                              "return block_table[-1] * block_size + num_tokens % block_size + 1")], WA),
-        "copy_on_write_never": ([("    elif pool.ref_count(block_table[-1]) > 1:", "    elif False:")], WA),
-        "new_block_one_token_late": ([("if num_tokens % block_size == 0:", "if num_tokens % block_size == 1:")], WA),
+        'freed_blocks_to_the_front': Plant([
+            ('self.free_block_ids.append(b)',
+             'self.free_block_ids.appendleft(b)'),
+        ], WA, None),
+        'partial_allocation_on_failure': Plant([
+            ('        if n > len(self.free_block_ids):\n            return None\n        blocks = [self.free_block_ids.popleft() for _ in range(n)]',
+             '        blocks = [self.free_block_ids.popleft()\n                  for _ in range(min(n, len(self.free_block_ids)))]\n        if len(blocks) < n:\n            return None'),
+        ], WA, None),
+        'copy_on_write_without_copy': Plant([
+            ('        kv_cache[:, :, new[0]] = kv_cache[:, :, block_table[-1]]',
+             ''),
+        ], WA, None),
+        'copies_k_only': Plant([
+            ('kv_cache[:, :, new[0]] = kv_cache[:, :, block_table[-1]]',
+             'kv_cache[0, :, new[0]] = kv_cache[0, :, block_table[-1]]'),
+        ], WA, None),
+        'copies_layer_0_only': Plant([
+            ('kv_cache[:, :, new[0]] = kv_cache[:, :, block_table[-1]]',
+             'kv_cache[:, 0, new[0]] = kv_cache[:, 0, block_table[-1]]'),
+        ], WA, None),
+        'old_block_keeps_its_reference': Plant([
+            ('        pool.free([block_table[-1]])\n',
+             ''),
+        ], WA, None),
+        'double_free_not_detected': Plant([
+            ('if blocks.count(b) > self.ref_counts[b]:',
+             'if False:'),
+        ], WA, None),
+        'failed_free_changes_some': Plant([
+            ('        for b in set(blocks):\n            if blocks.count(b) > self.ref_counts[b]:',
+             "        for b in blocks:\n            self.ref_counts[b] -= 1\n        for b in blocks:\n            self.ref_counts[b] += 1\n            if self.ref_counts[b] == 0:\n                raise ValueError('double free')\n        for b in set(blocks):\n            if False:"),
+        ], WA, None),
+        'repeated_id_dropped_once': Plant([
+            ('        for b in blocks:\n            self.ref_counts[b] -= 1',
+             '        for b in dict.fromkeys(blocks):\n            self.ref_counts[b] -= 1'),
+        ], WA, None),
+        'fork_returns_the_same_list': Plant([
+            ('        return list(block_table)',
+             '        return block_table'),
+        ], WA, None),
+        'fork_adds_no_reference': Plant([
+            ('            self.ref_counts[b] += 1\n        return list',
+             '            pass\n        return list'),
+        ], WA, None),
+        'slot_off_by_one': Plant([
+            ('return block_table[-1] * block_size + num_tokens % block_size',
+             'return block_table[-1] * block_size + num_tokens % block_size + 1'),
+        ], WA, None),
+        'copy_on_write_never': Plant([
+            ('    elif pool.ref_count(block_table[-1]) > 1:',
+             '    elif False:'),
+        ], WA, None),
+        'new_block_one_token_late': Plant([
+            ('if num_tokens % block_size == 0:',
+             'if num_tokens % block_size == 1:'),
+        ], WA, None),
     },
     128: {
-        "decode_slot_one_too_far": ([("+ s.last_block_num_tokens - 1 for s in seqs]",
-                                      "+ s.last_block_num_tokens for s in seqs]")], WA),
-        "positions_from_zero": ([("positions += range(start, end)", "positions += range(0, end - start)")], WA),
-        "block_tables_always": ([("    if cu_k[-1] > cu_q[-1]:\n", "    if True:\n")], WA),
-        "block_tables_never": ([("    if cu_k[-1] > cu_q[-1]:\n", "    if False:\n")], WA),
-        "slot_mapping_int64": ([("torch.tensor(slot_mapping, dtype=torch.int32", "torch.tensor(slot_mapping, dtype=torch.int64")],
-                               WA),
-        "cu_seqlens_k_of_queries": ([("cu_k.append(cu_k[-1] + end)", "cu_k.append(cu_k[-1] + end - start)")], WA),
-        "tables_padded_with_zero": ([("[-1] * (width - len(s.block_table))", "[0] * (width - len(s.block_table))")],
-                                    WA),
-        "chunk_ignored": ([("end = seq.num_tokens if seq.num_scheduled_tokens is None else start + seq.num_scheduled_tokens",
-                            "end = seq.num_tokens")], WA),
-        "input_ids_include_cached": ([("input_ids += seq.token_ids[start:end]", "input_ids += seq.token_ids[:end]")],
-                                     WA),
+        'decode_slot_one_too_far': Plant([
+            ('+ s.last_block_num_tokens - 1 for s in seqs]',
+             '+ s.last_block_num_tokens for s in seqs]'),
+        ], WA, None),
+        'positions_from_zero': Plant([
+            ('positions += range(start, end)',
+             'positions += range(0, end - start)'),
+        ], WA, None),
+        'block_tables_always': Plant([
+            ('    if cu_k[-1] > cu_q[-1]:\n',
+             '    if True:\n'),
+        ], WA, None),
+        'block_tables_never': Plant([
+            ('    if cu_k[-1] > cu_q[-1]:\n',
+             '    if False:\n'),
+        ], WA, None),
+        'slot_mapping_int64': Plant([
+            ('torch.tensor(slot_mapping, dtype=torch.int32',
+             'torch.tensor(slot_mapping, dtype=torch.int64'),
+        ], WA, None),
+        'cu_seqlens_k_of_queries': Plant([
+            ('cu_k.append(cu_k[-1] + end)',
+             'cu_k.append(cu_k[-1] + end - start)'),
+        ], WA, None),
+        'tables_padded_with_zero': Plant([
+            ('[-1] * (width - len(s.block_table))',
+             '[0] * (width - len(s.block_table))'),
+        ], WA, None),
+        'chunk_ignored': Plant([
+            ('end = seq.num_tokens if seq.num_scheduled_tokens is None else start + seq.num_scheduled_tokens',
+             'end = seq.num_tokens'),
+        ], WA, None),
+        'input_ids_include_cached': Plant([
+            ('input_ids += seq.token_ids[start:end]',
+             'input_ids += seq.token_ids[:end]'),
+        ], WA, None),
     },
     129: {
-        "compute_hash_ignores_prefix": ([("        if prefix != -1:\n            h.update(prefix.to_bytes(8, \"little\"))\n",
-                                          "")], WA),
-        "prefix_zero_treated_as_none": ([("if prefix != -1:", "if prefix > 0:")], WA),
-        "hash_not_chained_in_allocate": ([("h = self.compute_hash(token_ids, h) if len", "h = self.compute_hash(token_ids) if len"),
-                                          ("            h = self.compute_hash(token_ids, h)\n            block_id",
-                                           "            h = self.compute_hash(token_ids)\n            block_id")], WA),
-        "hit_without_token_check": ([("if block_id == -1 or self.blocks[block_id].token_ids != token_ids:",
-                                      "if block_id == -1:")], WA),
-        "stale_entry_kept": ([("        if block.hash != -1 and self.hash_to_block_id.get(block.hash) == block_id:\n"
-                               "            del self.hash_to_block_id[block.hash]\n", "")], WA),
-        "full_prompt_hit_not_capped": ([("range((seq.num_tokens - 1) // self.block_size)",
-                                         "range(seq.num_tokens // self.block_size)")], WA),
-        "deallocate_not_reversed": ([("for block_id in reversed(seq.block_table):", "for block_id in seq.block_table:")],
-                                    WA),
-        "may_append_nano_vllm_test": ([("        if (len(seq) - 1) % self.block_size == 0:\n            block_table",
-                                        "        if len(seq) % self.block_size == 1:\n            block_table")], WA),
-        "can_append_nano_vllm_test": ([("return len(self.free_block_ids) >= ((len(seq) - 1) % self.block_size == 0)",
-                                        "return len(self.free_block_ids) >= (len(seq) % self.block_size == 1)")], WA),
-        "can_allocate_ignores_free_hits": ([("reused_free = sum(1 for b in hits if self.blocks[b].ref_count == 0)",
-                                             "reused_free = 0")], WA),
-        "freed_blocks_forget_their_hash": ([("                self.free_block_ids.append(block_id)",
-                                             "                self.free_block_ids.append(block_id)\n"
-                                             "                self.hash_to_block_id.pop(block.hash, None)")], WA),
-        "may_append_does_not_hash": ([("            self.hash_to_block_id[h] = last.block_id", "            pass")], WA),
+        'compute_hash_ignores_prefix': Plant([
+            ('        if prefix != -1:\n            h.update(prefix.to_bytes(8, "little"))\n',
+             ''),
+        ], WA, None),
+        'prefix_zero_treated_as_none': Plant([
+            ('if prefix != -1:',
+             'if prefix > 0:'),
+        ], WA, None),
+        'hash_not_chained_in_allocate': Plant([
+            ('h = self.compute_hash(token_ids, h) if len',
+             'h = self.compute_hash(token_ids) if len'),
+            ('            h = self.compute_hash(token_ids, h)\n            block_id',
+             '            h = self.compute_hash(token_ids)\n            block_id'),
+        ], WA, None),
+        'hit_without_token_check': Plant([
+            ('if block_id == -1 or self.blocks[block_id].token_ids != token_ids:',
+             'if block_id == -1:'),
+        ], WA, None),
+        'stale_entry_kept': Plant([
+            ('        if block.hash != -1 and self.hash_to_block_id.get(block.hash) == block_id:\n            del self.hash_to_block_id[block.hash]\n',
+             ''),
+        ], WA, None),
+        'full_prompt_hit_not_capped': Plant([
+            ('range((seq.num_tokens - 1) // self.block_size)',
+             'range(seq.num_tokens // self.block_size)'),
+        ], WA, None),
+        'deallocate_not_reversed': Plant([
+            ('for block_id in reversed(seq.block_table):',
+             'for block_id in seq.block_table:'),
+        ], WA, None),
+        'may_append_nano_vllm_test': Plant([
+            ('        if (len(seq) - 1) % self.block_size == 0:\n            block_table',
+             '        if len(seq) % self.block_size == 1:\n            block_table'),
+        ], WA, None),
+        'can_append_nano_vllm_test': Plant([
+            ('return len(self.free_block_ids) >= ((len(seq) - 1) % self.block_size == 0)',
+             'return len(self.free_block_ids) >= (len(seq) % self.block_size == 1)'),
+        ], WA, None),
+        'can_allocate_ignores_free_hits': Plant([
+            ('reused_free = sum(1 for b in hits if self.blocks[b].ref_count == 0)',
+             'reused_free = 0'),
+        ], WA, None),
+        'freed_blocks_forget_their_hash': Plant([
+            ('                self.free_block_ids.append(block_id)',
+             '                self.free_block_ids.append(block_id)\n                self.hash_to_block_id.pop(block.hash, None)'),
+        ], WA, None),
+        'may_append_does_not_hash': Plant([
+            ('            self.hash_to_block_id[h] = last.block_id',
+             '            pass'),
+        ], WA, None),
+    },
+    130: {
+        'writes_slot_minus_one': Plant([
+            ('    if slot < 0:',
+             '    if slot < -1:'),
+        ], WA, 'slot of -1 must be skipped'),
+        'ignores_the_row_stride': Plant([
+            ('token.to(tl.int64) * key_stride',
+             'token.to(tl.int64) * ROW'),
+        ], WA, 'not t * ROW'),
+        'row_not_masked': Plant([
+            ('    mask = offs < ROW ',
+             '    mask = offs < BLOCK '),
+        ], WA, 'mask the row'),
+        'k_and_v_swapped': Plant([
+            ('tl.store(k_cache_ptr + slot * ROW + offs, key,',
+             'tl.store(k_cache_ptr + slot * ROW + offs, value,'),
+        ], WA, 'swapped'),
+    },
+    131: {
+        'gqa_h_mod_h_kv': Plant([
+            ('heads = kv_head * GROUP + offs_g',
+             'heads = offs_g * NUM_KV_HEADS + kv_head'),
+        ], WA, 'h % H_kv'),
+        'tail_off_by_one': Plant([
+            ('in_ctx = tok < context_len',
+             'in_ctx = tok <= context_len'),
+        ], WA, 'too many'),
+        'follows_the_padding': Plant([
+            ('mask=in_ctx, other=0)',
+             ')'),
+            ('kv_mask = in_ctx[:, None] & d_mask[None, :]',
+             'kv_mask = (tok >= 0)[:, None] & d_mask[None, :]'),
+        ], WA, 'NaN'),
+        'no_rescale': Plant([
+            ('acc = acc * alpha[:, None] +',
+             'acc = acc +'),
+        ], WA, 'online softmax'),
+    },
+    132: {
+        'skips_ahead_past_a_head_that_does_not_fit': Plant([
+            ('    while waiting and len(running) < max_num_seqs:\n        seq = waiting[0]\n',
+             '    for seq in list(waiting):\n        if len(running) >= max_num_seqs:\n            break\n'),
+            ('            break\n        block_manager.allocate(seq)',
+             '            continue\n        block_manager.allocate(seq)'),
+            ('running.append(waiting.popleft())',
+             'waiting.remove(seq)\n        running.append(seq)'),
+        ], WA, None),
+        'budget_counts_only_uncached_tokens': Plant([
+            ('        num_batched_tokens += len(seq)\n',
+             '        num_batched_tokens += len(seq) - seq.num_cached_tokens\n'),
+        ], WA, None),
+        'max_num_seqs_counts_only_admissions': Plant([
+            ('while waiting and len(running) < max_num_seqs:',
+             'while waiting and len(scheduled) < max_num_seqs:'),
+        ], WA, None),
+        'prefill_and_decode_mixed': Plant([
+            ('    if scheduled:\n        return scheduled, True\n',
+             ''),
+        ], WA, None),
+        'preempts_the_oldest': Plant([
+            ('                preempt(running.pop())',
+             '                preempt(running.popleft())'),
+        ], WA, None),
+        'preempts_itself_first': Plant([
+            ('            if running:\n                preempt(running.pop())',
+             '            if False:\n                pass'),
+        ], WA, None),
+        'requeues_at_the_back': Plant([
+            ('        waiting.appendleft(s)',
+             '        waiting.append(s)'),
+        ], WA, None),
+        'keeps_status_running': Plant([
+            ('        s.status = SequenceStatus.WAITING\n',
+             ''),
+        ], WA, None),
+        'preempts_without_freeing': Plant([
+            ('        block_manager.deallocate(s)\n',
+             '        s.block_table.clear()\n'),
+        ], WA, None),
+        'running_order_reversed': Plant([
+            ('    running.extend(scheduled)',
+             '    running.extendleft(scheduled)'),
+        ], WA, None),
+        'appends_without_checking': Plant([
+            ('        while not block_manager.can_append(seq):\n            if running:',
+             '        while False:\n            if running:'),
+        ], RE, 'call the BlockManager only as the contract says'),
+        'is_prefill_as_int': Plant([
+            ('        return scheduled, True\n',
+             '        return scheduled, 1\n'),
+        ], WA, None),
     },
 }

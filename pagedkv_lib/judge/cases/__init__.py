@@ -24,10 +24,6 @@ class Case:
     args: dict                      # the inputs; the child sees them, never the expected results
     show: list = field(default_factory=list)   # lines that describe the call for a failure report
 
-    @property
-    def kind(self) -> str:
-        return self.name.split("/", 1)[0]
-
 
 def fresh(value):
     """A deep copy of case inputs, so that neither side can change the case itself."""

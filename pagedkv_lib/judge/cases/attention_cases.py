@@ -3,7 +3,7 @@
 Batches come from `make_paged_batch`: random K/V scattered into a cache whose other rows are garbage,
 NaN or huge finite values. On a failure the check recomputes the usual wrong variants (GQA as h % H_kv,
 the causal mask counted from 0, scale ignored, one token too many or too few) to name the mistake.
-Symbols: B sequences, T query tokens, H / H_kv query / KV heads, D head_dim, N blocks, S block_size.
+Shapes: docs/conventions.md.
 """
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ the running max) and short random ones, in Triton's interpreter; "cuda": long co
 Every cache is a view into a buffer with a NaN block before and after it (block -1 lands in the first), and
 every block table a view into one with -1 rows after it, so a kernel that follows the -1 padding or reads
 past a table row gets NaN, and the check names the mistake (`attention.check_attention`).
-Symbols as in ex125: B sequences, H / H_kv heads, D head_dim, N blocks, S block_size, M table width.
+Shapes: docs/conventions.md.
 """
 from __future__ import annotations
 
