@@ -1,4 +1,4 @@
-"""The capstone's speed: the mini engine's tokens/s, the 10,000-request serving simulation, notebook 11.
+"""The capstone's speed: the mini engine's tokens/s, the 10,000-request serving simulation, notebook 13.
 
     python benchmarks/bench_engine.py                  # all three, on CPU
     python benchmarks/bench_engine.py --no-notebook    # seconds, not a minute
@@ -8,7 +8,7 @@ Engine: the default tiny Qwen3-like model (4 layers, hidden 256, 8/2 heads, voca
 prompt tokens and 64 generated tokens each, block size 16, a pool that holds them all; one warm-up run, then
 the median of `--repeat` runs of `LLM.generate`. Reported: generated tokens/s (decode) and all tokens/s
 (prompt + generated). Simulation: `simulate_serving` over make_workload(10_000) at a 256K-token budget,
-block 16, max_len 4096, per policy (target: 2 s each). Notebook: 11_capstone top to bottom in a fresh kernel
+block 16, max_len 4096, per policy (target: 2 s each). Notebook: 13_capstone top to bottom in a fresh kernel
 through nbclient, as notebooks/build.py runs it (target: 60 s on CPU). Prints only; asserts nothing.
 """
 from __future__ import annotations
@@ -74,7 +74,7 @@ def bench_notebook() -> None:
     import nbformat
     from nbclient import NotebookClient
 
-    path = ROOT / "notebooks" / "11_capstone.ipynb"
+    path = ROOT / "notebooks" / "13_capstone.ipynb"
     nb = nbformat.read(path, as_version=4)
     start = time.perf_counter()
     NotebookClient(nb, timeout=600, kernel_name="python3",

@@ -1,4 +1,4 @@
-"""Notebook 11's pictures: engine statistics, the pool frame by frame, the serving explorer's sliders."""
+"""Notebook 13's pictures: engine statistics, the pool frame by frame, the serving explorer's sliders."""
 from __future__ import annotations
 
 import time

@@ -61,7 +61,7 @@ print(describe_environment())
 # | 08 | Fork and copy-on-write | parallel sampling shares blocks; copy before writing | 127 |
 # | 09 | Triton: store_kvcache | your first kernel, one program per token | 130 |
 # | 10 | Triton: paged decode attention | flash-decoding with split-KV, a roofline on GPU | 131 |
-# | 11 | Capstone: a mini engine | scheduler, block manager, prefix cache, preemption | 132 |
+# | 13 | Capstone: a mini engine | scheduler, block manager, prefix cache, preemption | 132 |
 #
 # The exercises are numbered 121 to 132; the number is the one key for the stub `practice/<id>_*.py`, the
 # reference `solutions/<id>_*.py` and the judge's hidden cases.

@@ -106,7 +106,7 @@ EXERCISES: dict[int, Exercise] = {e.id: e for e in (
                         *(f"{_KD}:{n}" for n in ("paged_attention_decode_triton", "launch_decode_attention",
                                                  "_decode_attention_kernel", "_reduce_splits_kernel"))),
              time_limit_s=20.0, memory_limit_mb=None, devices=("cpu", "cuda"), triton=True),
-    Exercise(132, "scheduler_step", "Scheduler with preemption", "hard", "11 Capstone: a mini engine",
+    Exercise(132, "scheduler_step", "Scheduler with preemption", "hard", "13 Capstone: a mini engine",
              {"schedule": "pagedkv_lib.engine.scheduler:schedule"},
              forbidden=("pagedkv_lib.engine.scheduler:preempt", "pagedkv_lib.engine.scheduler:Scheduler")),
 )}

@@ -1,4 +1,4 @@
-"""Notebook 11's pictures: the mini engine's steps, its block pool over time, and the serving simulation.
+"""Notebook 13's pictures: the mini engine's steps, its block pool over time, and the serving simulation.
 
     plot_engine_stats(stats)                 batch size, prefix-cache hits and preemptions, step by step
     engine_frames(llm)                       run an LLMEngine to the end, one block-map Frame per step

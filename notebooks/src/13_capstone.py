@@ -1,5 +1,5 @@
 # %% [markdown]
-# # 11 · Capstone: a mini serving engine
+# # 13 · Capstone: a mini serving engine
 #
 # Every piece of the course, in one loop: a scheduler admits requests and decodes them together (continuous
 # batching), the `BlockManager` hands out blocks and finds shared prefixes, `prepare_prefill` /
