@@ -151,3 +151,18 @@ def test_judge_a_new_exercise_is_a_case_module_and_a_registry_entry(tmp_path, mo
     (result,) = grade(999, [path], bench=True, isolation="fork")   # the fake lives in this process only
     assert result.ok and result.bench["calls_per_s"] == 1.5 and result.bench["device"] == "cpu"
     assert result.bench["rows"].tolist() == [0, 1, 2]
+
+
+def test_show_reference_opens_only_after_a_pass(status_file, capsys):
+    from pagedkv_lib.judge import show_reference
+
+    assert show_reference(122) is False
+    out = capsys.readouterr().out
+    assert "opens once your own version passes" in out and "def slot_mapping_for" not in out
+    ns = {}
+    exec(compile(SOLUTION_122, "<cell>", "exec"), ns)
+    assert judge(122, ns).ok
+    capsys.readouterr()
+    assert show_reference(122) is True
+    out = capsys.readouterr().out
+    assert "def slot_mapping_for" in out and "pagedkv_lib.core.slot_mapping.slot_mapping_for" in out

@@ -2,6 +2,7 @@
 
     python practice/judge.py 127            grade practice/127_*.py (also: judge.py at the repo root)
     judge(127) / %judge 127                 grade code written in a notebook (%load_ext pagedkv_lib.judge)
+    show_reference(127)                     the library's implementation, once your version passed
     python -m pagedkv_lib.judge.stubs       regenerate practice/ stubs from solutions/
 
 How a grading run goes (grading.grade), module by module:
@@ -49,6 +50,13 @@ def judge(exercise_id: int, namespace: dict | None = None, **kwargs):
     if namespace is None:
         namespace = inspect.currentframe().f_back.f_globals
     return _judge(exercise_id, namespace, **kwargs)
+
+
+def show_reference(exercise_id: int) -> bool:
+    """The library's implementation of an exercise, once your version passed; see reveal.show_reference."""
+    from .reveal import show_reference as _show
+
+    return _show(exercise_id)
 
 
 def load_ipython_extension(ipython) -> None:

@@ -1,0 +1,34 @@
+"""`show_reference(ID)`: the library's implementation of an exercise, shown only once the learner's own
+version has passed (the status file records it), so that a notebook never gives an exercise away."""
+from __future__ import annotations
+
+import inspect
+
+from . import registry, status
+from .outcome import PASSED
+
+
+def reference_source(exercise_id: int) -> str:
+    """The source of the library objects exercise `exercise_id` is graded against (its oracle)."""
+    exercise = registry.get(exercise_id)
+    parts = []
+    for name, target in exercise.oracle.items():
+        module, _, attr = target.partition(":")
+        source = inspect.getsource(registry.resolve(target))
+        parts.append(f"# {name} is graded against {module}.{attr}:\n{source}")
+    return "\n\n".join(parts)
+
+
+def show_reference(exercise_id: int) -> bool:
+    """Print the library's implementation of exercise `exercise_id` if your version passed; else say how to
+    unlock it. Returns whether it was shown."""
+    exercise = registry.get(exercise_id)
+    entry = status.entry(exercise.id)
+    if entry is None or entry.get("verdict") != PASSED:
+        state = "not graded yet" if entry is None else f"last verdict: {entry['verdict']}"
+        print(f"The reference of exercise {exercise.id} ({exercise.title}) opens once your own version "
+              f"passes ({state}). Grade it with `python practice/judge.py {exercise.id}`, or `judge({exercise.id})` "
+              "in a notebook, then run this cell again.")
+        return False
+    print(reference_source(exercise.id))
+    return True
