@@ -27,8 +27,8 @@ def show_reference(exercise_id: int) -> bool:
     if entry is None or entry.get("verdict") != PASSED:
         state = "not graded yet" if entry is None else f"last verdict: {entry['verdict']}"
         print(f"The reference of exercise {exercise.id} ({exercise.title}) opens once your own version "
-              f"passes ({state}). Grade it with `python practice/judge.py {exercise.id}`, or `judge({exercise.id})` "
-              "in a notebook, then run this cell again.")
+              f"passes ({state}). Grade it with `python practice/judge.py {exercise.id}`, or "
+              f"`judge({exercise.id})` in a notebook, then run this cell again.")
         return False
     print(reference_source(exercise.id))
     return True
