@@ -7,7 +7,7 @@ VENV := .venv
 LAB_ARGS ?=
 BIN := $(VENV)/bin
 
-.PHONY: lab test lint notebooks bench clean
+.PHONY: lab test test-floors lint notebooks bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,10 @@ lab: $(VENV)/.installed
 test: $(VENV)/.installed
 	$(BIN)/python -m pytest
 
+# the oldest triton and numpy that pyproject.toml accepts, in .venv-floors: the Triton tests, judges, notebooks
+test-floors:
+	PYTHON=$(PYTHON) bash .ci/floors
+
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .
 
@@ -49,4 +53,4 @@ bench: $(VENV)/.installed
 	$(BIN)/python benchmarks/bench_notebooks.py
 
 clean:
-	rm -rf $(VENV) *.egg-info
+	rm -rf $(VENV) .venv-floors *.egg-info

@@ -3,6 +3,7 @@
     python benchmarks/bench_notebooks.py                 # notebooks and callbacks
     python benchmarks/bench_notebooks.py --no-notebooks  # callbacks only (seconds, not minutes)
     python benchmarks/bench_notebooks.py 01 03           # only notebooks whose names start with these
+    python benchmarks/bench_notebooks.py --json out.json # also write the timings and failures as JSON
 
 Notebooks run in a fresh kernel each through nbclient, as `notebooks/build.py` runs them (targets: 30 s each
 on a laptop CPU). Callbacks are discovered generically: every module of `pagedkv_lib.viz` that defines
@@ -25,14 +26,14 @@ ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 
 
-def bench_notebooks(prefixes: list[str]) -> None:
+def bench_notebooks(prefixes: list[str]) -> list[dict]:
     import nbformat
     from nbclient import NotebookClient
 
     paths = [p for p in sorted(NOTEBOOKS.glob("*.ipynb"))
              if not prefixes or p.stem.startswith(tuple(prefixes))]
     print(f"notebooks ({len(paths)}), top to bottom in a fresh kernel:")
-    total = 0.0
+    total, rows = 0.0, []
     for path in paths:
         nb = nbformat.read(path, as_version=4)
         start = time.perf_counter()
@@ -44,8 +45,10 @@ def bench_notebooks(prefixes: list[str]) -> None:
             status = f"  FAILED: {type(err).__name__}: {str(err).splitlines()[0][:100]}"
         seconds = time.perf_counter() - start
         total += seconds
+        rows.append({"notebook": path.stem, "seconds": round(seconds, 2), "error": status.strip()})
         print(f"  {path.stem:32s} {seconds:6.1f} s{status}", flush=True)
     print(f"  {'total':32s} {total:6.1f} s")
+    return rows
 
 
 def viz_callbacks() -> dict:
@@ -85,6 +88,7 @@ def main(argv=None) -> None:
     parser.add_argument("--no-notebooks", action="store_true", help="time the slider callbacks only")
     parser.add_argument("--no-callbacks", action="store_true", help="time the notebooks only")
     parser.add_argument("--repeat", type=int, default=9, help="calls per callback (default 9)")
+    parser.add_argument("--json", type=Path, help="write the notebooks' timings and failures here")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     from pagedkv_lib.environment import describe_environment
@@ -93,7 +97,12 @@ def main(argv=None) -> None:
     if not args.no_callbacks:
         bench_callbacks(args.repeat)
     if not args.no_notebooks:
-        bench_notebooks(args.prefixes)
+        rows = bench_notebooks(args.prefixes)
+        if args.json:
+            import json
+
+            args.json.write_text(json.dumps({"environment": describe_environment(), "notebooks": rows},
+                                            indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ from .protocol import (
     Finished,
     Loaded,
     LoadFailed,
+    Ready,
     Refused,
 )
 from .submission import LoadError, install_guard, load_submission
@@ -96,6 +97,7 @@ def serve(job, channel: Channel) -> None:
     if job.limits.guards:
         guards.install(guards.Policy(scratch, hidden, prefixes, allowed, guards.trusted_packages()),
                        lambda action: channel.send(Refused(action)))
+    channel.send(Ready())
     try:
         ns, files = load_submission(job.submission, job.exercise)
     except LoadError as err:

@@ -9,6 +9,8 @@ A child writes frames to a pipe; the parent reads them without running any code 
 The parent's unpickler refuses every global, and `decode` checks every field's type, so whatever a hostile
 child writes, the parent gets one of the message records below or a `ProtocolError`.
 
+    Ready()                             the child is set up (torch and the cases imported, limits and guards
+                                        on): the submission's own clock starts now
     Loaded()                            the submission was imported and its graded names checked
     LoadFailed(error)                   ... or not: why (an ErrorRecord)
     CaseStarted(index)                  case `index` begins (the parent starts its clock)
@@ -44,6 +46,7 @@ class ProtocolError(ValueError):
 
 
 class Kind(enum.IntEnum):
+    READY = 10
     LOADED = 1
     LOAD_FAILED = 2
     CASE_STARTED = 3
@@ -99,6 +102,11 @@ class CaseRecord:
 
 
 @dataclass(frozen=True)
+class Ready:
+    kind = Kind.READY
+
+
+@dataclass(frozen=True)
 class Loaded:
     kind = Kind.LOADED
 
@@ -151,7 +159,7 @@ class Fatal:
     kind = Kind.FATAL
 
 
-Message = (Loaded | LoadFailed | CaseStarted | CaseFinished | BenchStarted | BenchFinished | Refused
+Message = (Ready | Loaded | LoadFailed | CaseStarted | CaseFinished | BenchStarted | BenchFinished | Refused
            | Finished | Fatal)
 
 
@@ -200,7 +208,8 @@ def decode(payload: bytes):
         if kind == Kind.FATAL:
             return Fatal(_str(*_expect(fields, tuple, 1)))
         _expect(fields, tuple, 0)
-        return {Kind.LOADED: Loaded, Kind.BENCH_STARTED: BenchStarted, Kind.FINISHED: Finished}[kind]()
+        return {Kind.READY: Ready, Kind.LOADED: Loaded, Kind.BENCH_STARTED: BenchStarted,
+                Kind.FINISHED: Finished}[kind]()
     except ProtocolError:
         raise
     except Exception as exc:

@@ -27,7 +27,8 @@ BWRAP, FORK = "bwrap", "fork"
 @dataclass(frozen=True)
 class Limits:
     time_limit_s: float = 2.0           # per case
-    import_limit_s: float = 10.0        # starting the child and loading the submission
+    startup_limit_s: float = 90.0       # a child's own start (python, torch, the cases): not the submission's
+    import_limit_s: float = 10.0        # loading (importing) the submission
     total_limit_s: float = 60.0         # all cases of one submission (with import_limit_s: the worst case)
     bench_limit_s: float = 120.0
     memory_limit_mb: int | None = 2048  # above the child's own address space once torch is imported
@@ -62,6 +63,7 @@ class Run:
     restarts: int = 0
     started: float = 0.0
     finished: float = 0.0
+    budget_end: float = 0.0             # when loading plus all cases must be done (set when ready)
     tampered: list = field(default_factory=list)    # protected files that changed while it ran
 
     def record(self, index: int, value: CaseRecord | Stopped) -> None:

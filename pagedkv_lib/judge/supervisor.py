@@ -4,7 +4,7 @@ A `Supervisor` is non-blocking: `run_all` (sandbox.py) calls `read` when a pipe 
 regularly; once `check` says the child is gone, `finish` records why and says where to restart, if anywhere.
 The child's progress is a small state machine over protocol.py's messages:
 
-    LOADING --Loaded--> BETWEEN --CaseStarted(i)--> IN_CASE --CaseFinished(i)--> BETWEEN ...
+    STARTING --Ready--> LOADING --Loaded--> BETWEEN --CaseStarted(i)--> IN_CASE --CaseFinished(i)--> BETWEEN
     LOADING --LoadFailed--> DONE         BETWEEN --BenchStarted--> IN_BENCH --BenchFinished--> BETWEEN
     BETWEEN (after the last case) --Finished--> DONE
 
@@ -16,18 +16,13 @@ from __future__ import annotations
 
 import enum
 import os
-import pickle
 import shutil
 import signal
-import subprocess
-import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
-from . import isolation
+from . import isolation, launch
 from .outcome import MEMORY_LIMIT, RUNTIME_ERROR, SKIPPED, TIME_LIMIT, Outcome, from_record
 from .protocol import (
     BenchFinished,
@@ -40,20 +35,26 @@ from .protocol import (
     Loaded,
     LoadFailed,
     ProtocolError,
+    Ready,
     Refused,
 )
 
-PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])    # what the exec'd child needs on sys.path
 REFUSED_HINT = ("a graded function computes its answer and returns it: it may not write files outside its "
                 "working directory, start processes, load native code or open sockets")
 
 
 class Phase(enum.Enum):
+    STARTING = "starting"
     LOADING = "loading"
     BETWEEN = "between cases"
     IN_CASE = "in a case"
     IN_BENCH = "in the benchmark"
     DONE = "done"
+
+
+_EXPECTED_PHASE = {Ready: Phase.STARTING, Loaded: Phase.LOADING, LoadFailed: Phase.LOADING,
+                   CaseStarted: Phase.BETWEEN, CaseFinished: Phase.IN_CASE, BenchStarted: Phase.BETWEEN,
+                   BenchFinished: Phase.IN_BENCH, Finished: Phase.BETWEEN}
 
 
 class Supervisor:
@@ -67,61 +68,25 @@ class Supervisor:
         res_r, res_w = os.pipe()
         out_r, out_w = os.pipe()
         if mode == "bwrap":
-            self.pid = self._exec(job, res_w, out_w)
+            self.pid, self._keep = launch.in_sandbox(job, res_w, out_w, self.containment.enter)
         else:
-            self.pid = self._fork(job, res_r, res_w, out_r, out_w)
+            self.pid = launch.in_fork(job, res_r, res_w, out_r, out_w)
         os.close(res_w)
         os.close(out_w)
         os.set_blocking(res_r, False)
         os.set_blocking(out_r, False)
         self.res_fd, self.out_fd = res_r, out_r
         self.reader = FrameReader()
-        self.phase, self.index = Phase.LOADING, None
+        self.phase, self.index = Phase.STARTING, None
         self.next = job.start
         run.started = run.started or time.monotonic()
-        self.hard_end = run.started + self.limits.import_limit_s + self.limits.total_limit_s
-        self.deadline = min(time.monotonic() + self.limits.import_limit_s, self.hard_end)
+        self.hard_end = run.budget_end or float("inf")    # fixed when the first child of the run is ready
+        self.deadline = time.monotonic() + self.limits.startup_limit_s
         self.outcome: Outcome | None = None           # why we stopped it, once we have
         self.status: int | None = None
         self.eof = False
         self.eof_at: float | None = None
         run.isolation = describe(mode, self.containment, self.limits.guards)
-
-    # starting ------------------------------------------------------------------------------------------
-    def _fork(self, job, res_r, res_w, out_r, out_w) -> int:
-        from .child import fork_main
-
-        for stream in (sys.stdout, sys.stderr):       # nothing buffered may be printed twice
-            if stream is not None:
-                stream.flush()
-        pid = os.fork()
-        if pid == 0:                                  # the child: never returns
-            os.close(res_r)
-            os.close(out_r)
-            fork_main(job, res_w, out_w)
-        return pid
-
-    def _exec(self, job, res_w, out_w) -> int:
-        interpret = "1" if job.device == "cpu" else "0"
-        path = os.pathsep.join(filter(None, [PACKAGE_PARENT, os.environ.get("PYTHONPATH")]))
-        env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", TRITON_INTERPRET=interpret, PYTHONPATH=path)
-        visible = [os.path.dirname(os.path.realpath(job.submission.path))]
-        argv = [*isolation.bwrap_argv(job.scratch, job.device, visible), sys.executable, "-m",
-                "pagedkv_lib.judge.child", "--result-fd", str(res_w)]
-        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=out_w, stderr=out_w, pass_fds=(res_w,),
-                                env=env, start_new_session=True, preexec_fn=self.containment.enter)
-        payload = pickle.dumps(job, protocol=4)
-
-        def send() -> None:                           # the job can exceed the pipe's buffer
-            try:
-                proc.stdin.write(payload)
-                proc.stdin.close()
-            except OSError:
-                pass
-
-        threading.Thread(target=send, daemon=True).start()
-        self._proc = proc                             # keeps the Popen (and its stdin) alive
-        return proc.pid
 
     # reading ------------------------------------------------------------------------------------------
     def read(self, fd: int) -> None:
@@ -164,12 +129,14 @@ class Supervisor:
             self.kill(RUNTIME_ERROR, "the grading process failed (did the submission break torch or os?)",
                       details=message.trace.splitlines()[-6:])
             return
-        expected = {Loaded: Phase.LOADING, LoadFailed: Phase.LOADING, CaseStarted: Phase.BETWEEN,
-                    CaseFinished: Phase.IN_CASE, BenchStarted: Phase.BETWEEN, BenchFinished: Phase.IN_BENCH,
-                    Finished: Phase.BETWEEN}[type(message)]
+        expected = _EXPECTED_PHASE[type(message)]
         if self.phase != expected:
             raise ProtocolError(f"{type(message).__name__} while {self.phase.value}")
-        if isinstance(message, Loaded):
+        if isinstance(message, Ready):               # the submission's clock starts now
+            run.budget_end = run.budget_end or now + lim.import_limit_s + lim.total_limit_s
+            self.hard_end = run.budget_end
+            self.phase, self.deadline = Phase.LOADING, min(now + lim.import_limit_s, self.hard_end)
+        elif isinstance(message, Loaded):
             self.phase, self.deadline = Phase.BETWEEN, min(now + lim.time_limit_s, self.hard_end)
         elif isinstance(message, LoadFailed):
             run.load = run.load or from_record(message.error)
@@ -210,6 +177,8 @@ class Supervisor:
         if now > self.deadline:
             if self.phase == Phase.DONE:              # finished, but slow to exit
                 self._kill_everything()
+            elif self.outcome is None and self.phase == Phase.STARTING:
+                self.kill(RUNTIME_ERROR, self._late_message(), "grade it again when the machine is less busy")
             elif self.outcome is None:
                 self.kill(TIME_LIMIT, self._late_message(), "an infinite loop, or far too much work?")
         if self.status is None:
@@ -261,10 +230,13 @@ class Supervisor:
 
     def _late_message(self) -> str:
         lim = self.limits
+        if self.phase == Phase.STARTING:
+            return (f"the grading process did not start within {lim.startup_limit_s:g} s (is the machine "
+                    "overloaded?); this is not the submission's time")
         if self.phase == Phase.LOADING:
-            return f"starting and loading the file took longer than {lim.import_limit_s:g} s"
+            return f"loading (importing) the file took longer than {lim.import_limit_s:g} s"
         if time.monotonic() >= self.hard_end:
-            return (f"starting it and all cases together took longer than "
+            return (f"loading it and all cases together took longer than "
                     f"{lim.import_limit_s + lim.total_limit_s:g} s")
         if self.phase == Phase.IN_BENCH:
             return f"the benchmark took longer than {lim.bench_limit_s:g} s"
@@ -286,7 +258,7 @@ class Supervisor:
             return None
         outcome = self.outcome or self._death()
         run, phase = self.run, self.phase
-        if phase in (Phase.LOADING, Phase.DONE):
+        if phase in (Phase.STARTING, Phase.LOADING, Phase.DONE):
             run.load = run.load or outcome
             return None
         if phase == Phase.IN_BENCH:
