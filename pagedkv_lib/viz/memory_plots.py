@@ -20,8 +20,8 @@ from pagedkv_lib.studies.workload import make_workload, utilization_paged, utili
 from pagedkv_lib.viz.block_map import bench_cycle, figure_png, picture_widget
 
 COLORS = {"used": "#2ca02c", "tail": "#d62728", "rest": "#c7c7c7"}
-LABELS = {"used": "used (prompt + output)", "tail": "tail of the last block (paged waste)",
-          "rest": "rest of the max_len reservation"}
+LABELS = {"used": "used (prompt + output)", "tail": "tail of the last block (paging's internal frag.)",
+          "rest": "rest of the max_len chunk (reserving's internal frag.)"}
 BLOCK_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 
