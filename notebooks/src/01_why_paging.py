@@ -95,7 +95,7 @@ for m in memory.MODELS.values():
 llama = memory.MODELS["LLaMA-2-7B"].bytes_per_token
 qwen3 = memory.MODELS["Qwen3-0.6B"].bytes_per_token
 print(f"LLaMA-2-7B, 4096 tokens reserved: {4096 * llama / memory.GiB:.0f} GiB per request")
-print(f"  a request that uses 600 tokens wastes {1 - 600 / 4096:.0%} of its reservation")
+print(f"  a request that ends at 600 tokens never fills {1 - 600 / 4096:.0%} of its 4096-slot chunk")
 print(f"Qwen3-0.6B, one block of 256 tokens (nano-vllm's default): {256 * qwen3 / memory.MiB:.0f} MiB")
 
 # %% [markdown]
@@ -158,7 +158,7 @@ print(f"tokens per request: min {min(totals)}, mean {sum(totals) / len(totals):.
 max_len = 4096
 reserved_util = sum(totals) / (len(totals) * max_len)
 assert abs(reserved_util - utilization_reserved(requests, max_len)) < 1e-12
-print(f"used {sum(totals):,} of {len(totals) * max_len:,} reserved slots: utilization {reserved_util:.1%}")
+print(f"used {sum(totals):,} of {len(totals) * max_len:,} allocated slots: utilization {reserved_util:.1%}")
 
 # %% [markdown]
 # More than half of the memory never holds a token. Counted at each request's last token, as here, all of it
@@ -199,7 +199,7 @@ for m in memory.MODELS.values():
 # %% [markdown]
 # The mean tail is close to `(block_size - 1) / 2`: the last block is filled to a roughly uniform level. So
 # the waste grows linearly with the block size, and is small as long as blocks are much shorter than
-# requests. The curve over all power-of-two block sizes, against the reservation's 46.2%:
+# requests. The curve over all power-of-two block sizes, against the 46.2% of reserving `max_len`:
 
 # %%
 import matplotlib.pyplot as plt
@@ -214,7 +214,7 @@ plt.show()
 # ## 6. Where the waste is
 #
 # One bar per request, at its last token. Green is what it uses; red, the tail of its last block under paging;
-# grey, the rest of a `max_len` reservation. Red and grey are both internal fragmentation: slots the request
+# grey, the rest of a `max_len` chunk. Red and grey are both internal fragmentation: slots the request
 # never fills. Reserving allocates the whole bar, paging only green plus red. The right panel adds
 # all requests up. At block size 16 the red is too thin to see; the explorer below makes it grow.
 
@@ -278,8 +278,8 @@ print(f"fp8, {fp8_per_token:,} B per token: paged {fp8_paged} requests (bf16: {p
 # hold memory while they generate, and leave, and the holes they leave behind depend on who left when. The
 # library simulates a memory of 16,384 token slots serving the first 100 requests of the workload, which
 # arrive at 0.2 per step, each generating 10 tokens per step, admitted first in, first out. To be generous to
-# the contiguous allocator, it is told each request's exact final size (no reservation waste at all). Its
-# placement rule, first fit:
+# the contiguous allocator, it is told each request's exact final size: no internal fragmentation, only
+# reservation (the slots its later tokens fill). Its placement rule, first fit:
 
 # %%
 import inspect
