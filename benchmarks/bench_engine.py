@@ -7,9 +7,11 @@
 Engine: the default tiny Qwen3-like model (4 layers, hidden 256, 8/2 heads, vocab 512), 16 requests of 32-96
 prompt tokens and 64 generated tokens each, block size 16, a pool that holds them all; one warm-up run, then
 the median of `--repeat` runs of `LLM.generate`. Reported: generated tokens/s (decode) and all tokens/s
-(prompt + generated). Simulation: `simulate_serving` over make_workload(10_000) at a 256K-token budget,
-block 16, max_len 4096, per policy (target: 2 s each). Notebook: 13_capstone top to bottom in a fresh kernel
-through nbclient, as notebooks/build.py runs it (target: 60 s on CPU). Prints only; asserts nothing.
+(prompt + generated). Simulation: `simulate_serving` of 10,000 requests, all queued at step 0 (the most
+steps, and for paging the most preemptions), under the four policies, per workload: synthetic at a
+256K-token budget and max_len 4096 (notebook 13's setup), sharegpt and alpaca in the paper's 15,728 slots at
+max_len 2048; block 16 (target: the four policies in 2 s). Notebook: 13_capstone top to bottom in a fresh
+kernel through nbclient, as notebooks/build.py runs it (target: 60 s on CPU). Prints only; asserts nothing.
 """
 from __future__ import annotations
 
@@ -56,18 +58,28 @@ def bench_engine(device: str, repeat: int, threads: int) -> None:
 
 
 def bench_simulation(repeat: int) -> None:
+    from pagedkv_lib.studies.paper_cells import PAPER_SETUP
+    from pagedkv_lib.studies.policies import POLICY_KEYS
     from pagedkv_lib.studies.serving_sim import simulate_serving
-    from pagedkv_lib.studies.workload import make_workload
+    from pagedkv_lib.studies.workload import make_trace
 
-    requests = make_workload(10_000, seed=0)
-    for policy in ("paged", "reserve"):
-        times = []
-        for _ in range(repeat):
-            start = time.perf_counter()
-            r = simulate_serving(requests, policy, budget_tokens=256 * 1024, block_size=16, max_len=4096)
-            times.append(time.perf_counter() - start)
-        print(f"serving simulation, 10,000 requests, {policy:7s}: {statistics.median(times):5.2f} s "
-              f"(median of {repeat}; target 2 s) - {r.num_steps} steps, {r.throughput:.1f} tokens/step")
+    setups = {"synthetic": {"budget_tokens": 256 * 1024, "max_len": 4096, "block_size": 16},
+              "sharegpt": PAPER_SETUP, "alpaca": PAPER_SETUP}
+    for workload, setup in setups.items():
+        requests = make_trace(workload, 10_000, seed=0)
+        total, parts = 0.0, []
+        for policy in POLICY_KEYS:
+            times = []
+            for _ in range(repeat):
+                start = time.perf_counter()
+                r = simulate_serving(requests, policy, **setup)
+                times.append(time.perf_counter() - start)
+            total += statistics.median(times)
+            parts.append(f"  {policy:11s} {statistics.median(times):5.2f} s - {r.num_steps:7d} steps, "
+                         f"{r.throughput:6.1f} tokens/step, {r.num_preemptions} preemptions")
+        print(f"serving simulation, 10,000 {workload} requests x 4 policies: {total:5.2f} s (median of "
+              f"{repeat} per policy; target 2 s)")
+        print("\n".join(parts))
 
 
 def bench_notebook() -> None:

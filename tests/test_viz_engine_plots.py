@@ -1,16 +1,11 @@
-"""Notebook 13's pictures: engine statistics, the pool frame by frame, the serving explorer's sliders."""
+"""Notebook 13's engine pictures: engine statistics, the pool frame by frame."""
 from __future__ import annotations
 
-import time
-
-import numpy as np
 import pytest
 import torch
 from matplotlib.figure import Figure
 
 from pagedkv_lib.engine import LLM, EngineConfig, ModelConfig, SamplingParams
-from pagedkv_lib.studies.serving_sim import simulate_serving
-from pagedkv_lib.studies.workload import make_workload
 from pagedkv_lib.viz import engine_plots as ep
 from pagedkv_lib.viz.prefix_cache import RELEASED, SHARED
 
@@ -83,50 +78,3 @@ def test_stepper_and_frame_figure(run):
     stepper.back()
     assert stepper.index == changed - 1
     assert isinstance(ep.frame_figure(frames[1]), Figure)
-
-
-@pytest.fixture(scope="module")
-def explorer():
-    return ep.ServingExplorer()
-
-
-def test_serving_explorer_states_the_simulation(explorer):
-    explorer.update(64, 16)
-    requests = make_workload(200, seed=0)
-    for policy in ("paged", "reserve"):
-        r = simulate_serving(requests, policy, budget_tokens=64 * 1024, block_size=16, max_len=4096)
-        assert f"{r.throughput:6.1f} tokens/step" in explorer.text.value
-        line = explorer.ax_run.lines[("paged", "reserve").index(policy)]      # drawn at most MAX_POINTS
-        np.testing.assert_array_equal(line.get_ydata(), r.num_running[line.get_xdata()])
-        assert line.get_xdata()[-1] >= len(r.num_running) - len(r.num_running) // ep.MAX_POINTS - 1
-    assert "7.0 GiB of KV for Qwen3-0.6B" in explorer.text.value
-
-
-@pytest.mark.parametrize("slider, value", [("budget", 256), ("block_size", 64)])
-def test_serving_explorer_sliders_redraw(explorer, slider, value):
-    explorer.update(64, 16)
-    before_text, before_image = explorer.text.value, explorer.image.value
-    start = time.perf_counter()
-    getattr(explorer, slider).value = value                  # what dragging the slider does
-    print(f"{slider} {value}: redraw {1e3 * (time.perf_counter() - start):.0f} ms")
-    assert explorer.text.value != before_text and explorer.image.value != before_image
-    budget, block_size = explorer.budget.value, explorer.block_size.value
-    paged = simulate_serving(make_workload(200, seed=0), "paged", budget_tokens=budget * 1024,
-                             block_size=block_size)
-    assert explorer.results["paged"].throughput == paged.throughput
-
-
-def test_throughput_sweep_matches_the_simulation():
-    ax = Figure().add_subplot()
-    requests = make_workload(50, seed=1)
-    out = ep.draw_throughput_sweep(ax, requests, [16, 64])
-    for policy in ("paged", "reserve"):
-        expect = [simulate_serving(requests, policy, budget_tokens=b * 1024, block_size=16).throughput
-                  for b in (16, 64)]
-        assert out[policy] == expect
-    assert out["paged"][0] > out["reserve"][0]
-
-
-def test_bench_callbacks_run():
-    for call in ep.BENCH_CALLBACKS.values():
-        call()

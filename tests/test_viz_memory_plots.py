@@ -8,7 +8,8 @@ import pytest
 from matplotlib.figure import Figure
 
 from pagedkv_lib.studies.fragmentation import simulate_fragmentation
-from pagedkv_lib.studies.workload import make_workload, utilization_paged, waste_breakdown
+from pagedkv_lib.studies.waste import waste_breakdown
+from pagedkv_lib.studies.workload import make_workload, utilization_paged
 from pagedkv_lib.viz import memory_plots as mp
 
 

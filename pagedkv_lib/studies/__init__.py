@@ -1,4 +1,5 @@
-"""The course's studies and simulations, not parts of an engine: KV memory arithmetic (memory), the
-notebook-1 workload and its waste (workload), external fragmentation (fragmentation) and a serving
-simulation (serving_sim).
+"""The course's studies and simulations, not parts of an engine: KV memory arithmetic (memory), the workloads
+(workload), the paper's reservation policies and paging (policies, buddy_allocator), where their memory goes
+(waste), external fragmentation over time (fragmentation), a serving simulation (serving_sim, reserving_sim,
+serving_result, serving_measures), and the paper's numbers beside the course's (paper_cells, paper_table).
 """

@@ -15,24 +15,20 @@ from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from pagedkv_lib.studies.workload import (
-    make_workload,
-    utilization_paged,
-    utilization_reserved,
-    waste_breakdown,
-)
+from pagedkv_lib.studies.waste import waste_breakdown
+from pagedkv_lib.studies.workload import make_workload, utilization_paged, utilization_reserved
 from pagedkv_lib.viz.block_map import bench_cycle, figure_png, picture_widget
 
 COLORS = {"used": "#2ca02c", "tail": "#d62728", "rest": "#c7c7c7"}
-LABELS = {"used": "used (prompt + output)", "tail": "tail of the last block (paged waste)",
-          "rest": "rest of the max_len reservation"}
+LABELS = {"used": "used (prompt + output)", "tail": "tail of the last block (paging's internal frag.)",
+          "rest": "rest of the max_len chunk (reserving's internal frag.)"}
 BLOCK_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 
 def waste_layers(requests, block_size: int, max_len: int) -> dict[str, np.ndarray]:
     """Per request [N]: used tokens, the paged tail, the rest of a max_len reservation (sum: max_len)."""
     w = waste_breakdown(requests, block_size, max_len)
-    used, tail = w["paged"].used, w["paged"].internal
+    used, tail = w["paged"].token, w["paged"].internal
     return {"used": used, "tail": tail, "rest": w["reserve"].allocated - used - tail}
 
 
