@@ -20,12 +20,12 @@ from pathlib import Path
 import jupytext
 import pytest
 
-from pagedkv_lib import colab
+from pagedkv_lib import environment
 from pagedkv_lib.environment import REPO_URL, describe_environment
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = sorted((ROOT / "notebooks" / "src").glob("*.py"))
-# notebooks whose owners adopt colab.FIRST_CELL when their branches merge; strict: this list must shrink
+# notebooks whose owners adopt environment.FIRST_CELL when their branches merge; strict: this list must shrink
 ADOPTED_AT_MERGE = {"01_why_paging", "10_triton_paged_decode"}
 
 # what the notebook-playing subprocess runs: a stand-in google.colab, then the cell in an IPython shell
@@ -49,13 +49,13 @@ def first_code_cell(src: Path) -> str:
 def test_every_notebook_opens_with_the_same_first_cell(src, request):
     if src.stem in ADOPTED_AT_MERGE:
         request.applymarker(pytest.mark.xfail(strict=True, reason="its owner adopts FIRST_CELL at merge"))
-    assert first_code_cell(src) == colab.FIRST_CELL, \
-        f"{src.name}: its first code cell must be pagedkv_lib.colab.FIRST_CELL, character for character"
+    assert first_code_cell(src) == environment.FIRST_CELL, \
+        f"{src.name}: its first code cell must be pagedkv_lib.environment.FIRST_CELL, character for character"
 
 
 def test_the_first_cell_names_the_repository_of_environment_py():
-    assert f'"{REPO_URL}"' in colab.FIRST_CELL
-    assert f'"{colab.ENV_REPO}"' in colab.FIRST_CELL and f'"{colab.ENV_DIR}"' in colab.FIRST_CELL
+    for constant in (REPO_URL, environment.ENV_REPO, environment.ENV_DIR, environment.DEFAULT_DIR):
+        assert f'"{constant}"' in environment.FIRST_CELL
 
 
 def venv_state() -> tuple:
@@ -82,9 +82,9 @@ def snapshot_repository(dst: Path) -> str:
 def play_first_cell(tmp_path: Path, url: str) -> tuple[str, dict]:
     """Run the first cell as Colab would; returns (what the notebook shows, {"error", "lib"})."""
     cell = tmp_path / "first_cell.py"
-    cell.write_text(colab.FIRST_CELL)
+    cell.write_text(environment.FIRST_CELL)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
-    env.update({colab.ENV_REPO: url, colab.ENV_DIR: str(tmp_path / "course"),
+    env.update({environment.ENV_REPO: url, environment.ENV_DIR: str(tmp_path / "course"),
                 "PIP_PREFIX": str(tmp_path / "prefix"),  # install there, not into this environment,
                 "PIP_IGNORE_INSTALLED": "1",              # and never uninstall the course from it
                 "PIP_NO_DEPS": "1", "PIP_NO_INDEX": "1",  # the dependencies are here already; no network
@@ -105,7 +105,7 @@ def test_in_colab_the_first_cell_clones_and_installs_the_course(tmp_path):
     assert venv_state() == before, "the first cell installed into the test's own environment"
     course = tmp_path / "course"
     assert state["error"] is None, shown
-    assert (course / ".git").is_dir() and (course / "pagedkv_lib" / "colab.py").is_file()
+    assert (course / ".git").is_dir() and (course / "pagedkv_lib" / "environment.py").is_file()
     assert Path(state["lib"]).resolve() == (course / "pagedkv_lib" / "__init__.py").resolve(), \
         "the notebook must import the course from its fresh clone"
     installed = list((tmp_path / "prefix").rglob("pagedkv_course-*.dist-info/direct_url.json"))
