@@ -3,14 +3,18 @@
 The `.py` files (jupytext percent format: `# %%` code cells, `# %% [markdown]` text cells) are the one
 source of truth: ruff lints them, and `tests/test_notebook_sources.py` checks that every `.ipynb` holds
 exactly their cells. This script converts each source and executes it top to bottom on this machine, so
-the stored outputs are the ones nbval compares.
+the stored outputs are the ones nbval compares. The judge's status file is a fresh temporary one during the
+build: the stored outputs are those of a learner who has not graded anything yet (so `show_reference`
+reveals nothing), and the maintainer's own practice/ status is neither read nor changed.
 
     python notebooks/build.py            # every notebook
     python notebooks/build.py 01 02      # the notebooks whose names start with these prefixes
 """
 from __future__ import annotations
 
+import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -49,6 +53,8 @@ def build(src: Path, timeout: int = 300) -> float:
 
 
 def main(prefixes: list[str]) -> None:
+    status_dir = tempfile.mkdtemp(prefix="pagedkv-build-")
+    os.environ["PAGEDKV_JUDGE_STATUS"] = os.path.join(status_dir, "status.json")
     for src in sorted(SOURCES.glob("*.py")):
         if prefixes and not any(src.stem.startswith(p) for p in prefixes):
             continue

@@ -1,8 +1,8 @@
 """pagedkv_lib: the reference library of the paged KV cache course.
 
-Conventions (COURSE.md): one layer's cache is k_cache, v_cache [num_blocks, block_size, H_kv, D]; a whole
-model's is kv_cache [2, num_layers, num_blocks, block_size, H_kv, D]; -1 pads slots and block tables;
-metadata tensors are int32.
+Conventions (docs/conventions.md): one layer's cache is k_cache, v_cache [num_blocks, block_size, H_kv, D];
+a whole model's is kv_cache [2, num_layers, num_blocks, block_size, H_kv, D]; -1 pads slots and block
+tables; metadata tensors are int32.
 
 The names below are imported on first use (PEP 562), so `import pagedkv_lib.judge` for `judge.py --list`
 does not pay for importing torch.

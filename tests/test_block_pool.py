@@ -1,4 +1,4 @@
-"""BlockPool: the COURSE.md worked example, its contract line by line, and ref-count invariants."""
+"""BlockPool: the worked example of notebook 02, its contract line by line, and ref-count invariants."""
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st

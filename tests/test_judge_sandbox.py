@@ -15,7 +15,7 @@ from pagedkv_lib.judge.sandbox import Limits
 
 LIMITS = Limits(time_limit_s=1.0, import_limit_s=3.0, total_limit_s=6.0, memory_limit_mb=768,
                 output_limit_bytes=2**20)
-STARTUP_S = 6.0     # a child's own start (python and torch; more on a busy machine): not the submission's time
+STARTUP_S = 6.0     # a child's own start (python, torch; more on a busy machine): not the submission's
 WORST_S = LIMITS.import_limit_s + LIMITS.total_limit_s + (1 + LIMITS.max_restarts) * STARTUP_S + 3.0
 
 

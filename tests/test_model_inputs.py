@@ -1,4 +1,4 @@
-"""prepare_prefill / prepare_decode on the COURSE.md walk-the-shapes example and on prefix hits."""
+"""prepare_prefill / prepare_decode on the walk-the-shapes example of notebook 03 and on prefix hits."""
 import pytest
 import torch
 

@@ -78,3 +78,12 @@ def test_stepper_and_frame_figure(run):
     stepper.back()
     assert stepper.index == changed - 1
     assert isinstance(ep.frame_figure(frames[1]), Figure)
+
+
+def test_the_pictures_draw_into_a_given_figure(run):
+    """A notebook hands in a pyplot figure so that plt.show() stores the picture as an image."""
+    llm, frames, _ = run
+    draws = (lambda fig: ep.plot_engine_stats(llm.stats, fig), lambda fig: ep.frame_figure(frames[1], fig))
+    for draw in draws:
+        fig = Figure()
+        assert draw(fig) is fig and fig.axes and fig.axes[0].has_data()

@@ -10,12 +10,24 @@
 # %%
 import sys
 
-if "google.colab" in sys.modules:  # Colab: fetch and install the course first
+if "google.colab" in sys.modules:  # Colab: clone the course and install it (pagedkv_lib/environment.py)
+    import os
     import subprocess
 
-    subprocess.run("git clone -q https://github.com/pagedkv-course/pagedkv-course /content/course"
-                   " && pip install -q -e /content/course", shell=True, check=True)
-    sys.path.insert(0, "/content/course")
+    url = os.environ.get("PAGEDKV_COURSE_REPO", "https://github.com/pagedkv-course/pagedkv-course")
+    home = os.environ.get("PAGEDKV_COURSE_DIR", "/content/course")
+    if not os.path.isdir(home) and subprocess.run(["git", "clone", "-q", url, home],
+                                                  capture_output=True).returncode:
+
+        class CourseSetupError(Exception):
+            def _render_traceback_(self):  # a notebook shows this one line, not a traceback
+                return [str(self)]
+
+        raise CourseSetupError(f"Could not clone the course from {url}; check the address and the network.")
+    sys.path.insert(0, home)
+    from pagedkv_lib.environment import install_course
+
+    install_course(home)
 from pagedkv_lib.environment import describe_environment
 
 print(describe_environment())
@@ -115,7 +127,10 @@ print("kernels", kernel_mode(), "(cuda: compiled; interpreter: Triton on the CPU
 # %% [markdown]
 # ## 3. The conventions, once
 #
-# Everything in the course, library, notebooks and judge alike, follows these rules (the engines' own):
+# Everything in the course, library, notebooks and judge alike, follows these rules. The layout and the names
+# are nano-vllm's; other engines keep the same information in other orders (vLLM, for one, puts K and V in
+# the last dimension and lets each attention backend choose the physical order), see `docs/engines.md`.
+# The full symbol table is `docs/conventions.md`.
 #
 # ```
 # k_cache, v_cache   [num_blocks, block_size, num_kv_heads, head_dim]     one layer
@@ -175,18 +190,21 @@ listing = subprocess.run([sys.executable, str(ROOT / "practice" / "judge.py"), "
 print(listing.stdout or listing.stderr)
 
 # %% [markdown]
-# From a notebook, `judge(122, globals())` (from `pagedkv_lib.judge`) grades the function of that name
-# defined in the notebook, on the same hidden cases; each notebook's "Exercises" section has a cell ready
-# for it. Here is what a report looks like, for an attempt at exercise 122 (slot mapping) that forgets the
-# block table and returns the positions themselves. (This demo calls the engine directly, so that it does
-# not record a verdict in your status file.)
+# From a notebook, `judge(122)` (from `pagedkv_lib.judge`) grades the function of that name defined in the
+# notebook, on the same hidden cases; each notebook's "Exercises" section has a cell ready for it. Once your
+# version passes, `show_reference(122)` prints the library's own, to compare with yours; until then it says
+# how to unlock it, so no notebook gives an exercise away.
+#
+# Here is what a report looks like, for an attempt at exercise 122 (slot mapping) that forgets the block table
+# and returns the positions themselves. (This demo calls the engine directly, so that it does not record a
+# verdict in your status file.)
 
 # %%
 from pagedkv_lib.judge import grading, report
 from pagedkv_lib.judge.sandbox import Submission
 
 
-def slot_mapping_for(block_table, positions, block_size):  # a wrong attempt at exercise 122
+def slot_mapping_for(block_table, positions, block_size):  # BUGGY on purpose: a wrong attempt at 122
     return list(positions)
 
 
@@ -214,6 +232,8 @@ print(report.text(grading.grade(122, [attempt])[0], timing=False))
 #   (`compute_slot_mapping`) and the Triton attention in `vllm/attention/ops/triton_unified_attention.py`.
 # - **FlashInfer** and **FlashAttention** provide the paged attention kernels both call; their layouts and
 #   page-size rules appear in notebooks 02 and 05.
+# - `docs/engines.md` collects what every notebook's "In real systems" section cites, with the repository,
+#   commit and file of each claim, for these engines and for SGLang and PyTorch.
 #
 # ## Say it in the interview
 #

@@ -10,12 +10,24 @@
 # %%
 import sys
 
-if "google.colab" in sys.modules:  # Colab: fetch and install the course first
+if "google.colab" in sys.modules:  # Colab: clone the course and install it (pagedkv_lib/environment.py)
+    import os
     import subprocess
 
-    subprocess.run("git clone -q https://github.com/pagedkv-course/pagedkv-course /content/course"
-                   " && pip install -q -e /content/course", shell=True, check=True)
-    sys.path.insert(0, "/content/course")
+    url = os.environ.get("PAGEDKV_COURSE_REPO", "https://github.com/pagedkv-course/pagedkv-course")
+    home = os.environ.get("PAGEDKV_COURSE_DIR", "/content/course")
+    if not os.path.isdir(home) and subprocess.run(["git", "clone", "-q", url, home],
+                                                  capture_output=True).returncode:
+
+        class CourseSetupError(Exception):
+            def _render_traceback_(self):  # a notebook shows this one line, not a traceback
+                return [str(self)]
+
+        raise CourseSetupError(f"Could not clone the course from {url}; check the address and the network.")
+    sys.path.insert(0, home)
+    from pagedkv_lib.environment import install_course
+
+    install_course(home)
 from pagedkv_lib.environment import describe_environment
 
 print(describe_environment())
@@ -28,6 +40,7 @@ print(describe_environment())
 # 2. Two blocks are free and a request asks for three. What does `allocate(3)` do?
 # 3. Why do freed blocks go to the END of the free queue rather than the front?
 # 4. Why is nano-vllm's block size 256 while vLLM's default is 16?
+# 5. Give one advantage and one drawback each of block sizes 1, 16 and 256.
 #
 # <details><summary>Answer</summary>
 #
@@ -40,6 +53,12 @@ print(describe_environment())
 # 4. Each follows the paged attention kernel it calls. Upstream FlashAttention-2 accepts a paged cache only
 #    with a block size that is a multiple of 256; vLLM uses its own FlashAttention fork, which requires a
 #    multiple of 16.
+# 5. **1**: nothing wasted at the end of a request and prefixes shared to the token, but one table entry per
+#    token, reads scattered row by row, and only some kernels accept it (FlashInfer, FlashAttention-3).
+#    **16**: at most 15 idle slots per request and short enough tables, vLLM's default; prefixes are shared
+#    in steps of 16 tokens. **256**: short tables and long contiguous reads, what upstream FlashAttention-2
+#    requires, but up to 255 idle slots per request, prefix sharing in steps of 256 tokens, and every swap or
+#    transfer moves 256-token blocks.
 #
 # </details>
 
@@ -56,60 +75,42 @@ print(describe_environment())
 # free queue  front -> [3] [4] [5] [6] [7] <- end          ref: 0:1 1:1 2:1 3:0 4:0 ...
 # ```
 #
-# Built here in a dozen lines, and run side by side with the library's `BlockPool` on a script of calls.
+# The self-test's script, worked by hand on a pool of 8 blocks:
+#
+# ```
+# call              returns          free queue afterwards, front first
+# A = allocate(3)   [0, 1, 2]        3 4 5 6 7
+# B = allocate(2)   [3, 4]           5 6 7
+# free(A)                            5 6 7 0 1 2        0, 1, 2 join at the END, behind 5 6 7
+# C = allocate(4)   [5, 6, 7, 0]     1 2                four from the front
+# D = allocate(3)   None             1 2                two free, three asked: nothing moves
+# free(B)                            1 2 3 4
+# ```
+#
+# The library's `BlockPool`, run on the same script and checked against the table line by line:
 
 # %%
-from collections import deque
-
 import pagedkv_lib as pk
 
-
-class MiniPool:
-    def __init__(self, num_blocks):
-        self.free_queue = deque(range(num_blocks))  # front: handed out next
-        self.ref = [0] * num_blocks
-
-    def allocate(self, n):
-        if n > len(self.free_queue):
-            return None  # all or nothing
-        blocks = [self.free_queue.popleft() for _ in range(n)]
-        for b in blocks:
-            self.ref[b] = 1
-        return blocks
-
-    def free(self, blocks):
-        for b in blocks:
-            self.ref[b] -= 1
-            if self.ref[b] == 0:
-                self.free_queue.append(b)  # to the END: reused last
-
-
-# %%
-mine, lib = MiniPool(8), pk.BlockPool(8)
-tables = {}
-for op, name, n in [("allocate", "A", 3), ("allocate", "B", 2), ("free", "A", 0), ("allocate", "C", 4),
-                    ("allocate", "D", 3), ("free", "B", 0)]:
+by_hand = [  # (call, table, n, what it returns, the free queue afterwards): the table above
+    ("allocate", "A", 3, [0, 1, 2], [3, 4, 5, 6, 7]), ("allocate", "B", 2, [3, 4], [5, 6, 7]),
+    ("free", "A", 0, None, [5, 6, 7, 0, 1, 2]), ("allocate", "C", 4, [5, 6, 7, 0], [1, 2]),
+    ("allocate", "D", 3, None, [1, 2]), ("free", "B", 0, None, [1, 2, 3, 4])]
+pool, tables = pk.BlockPool(8), {}
+for op, name, n, returns, queue in by_hand:
     if op == "allocate":
-        got, want = mine.allocate(n), lib.allocate(n)
-        assert got == want
-        tables[name] = got
-        print(f"{name} = allocate({n}) -> {got}")
+        got = tables[name] = pool.allocate(n)
     else:
-        mine.free(tables[name])
-        lib.free(tables[name])
-        print(f"free({name}={tables[name]})")
-    assert list(mine.free_queue) == list(lib.free_block_ids) and mine.ref == lib.ref_counts
-    print(f"    free queue {list(lib.free_block_ids)}, {lib.num_free()} free")
+        got = pool.free(tables[name])
+    assert got == returns and list(pool.free_block_ids) == queue
+    print(f"{op:8s} {name}: returns {str(got):12s} free queue {queue}")
+assert pool.ref_counts == [1, 0, 0, 0, 0, 1, 1, 1]  # only C's four blocks are held
 
 # %% [markdown]
-# D's `allocate(3)` found two free blocks and returned `None`; the queue did not move. The library's version
-# adds the checks an engine needs: freeing a block that is already free (a double free) raises before
-# anything changes, counting repeats in the list.
-
-# %%
-import inspect
-
-print(inspect.getsource(pk.BlockPool.free))
+# D's `allocate(3)` found two free blocks and returned `None`, and the queue did not move: a partial
+# allocation would leave a request holding blocks it cannot use. An engine's pool also refuses a double free:
+# freeing a block with no reference left raises `ValueError` before anything changes, and a list that names a
+# block twice drops two of its references (section 4 tries it).
 
 # %% [markdown]
 # ## 2. From block table to slots
@@ -196,6 +197,10 @@ except ValueError as err:
 #   runs mean fewer table lookups and larger loads per lookup.
 # - **Prefix sharing** gets coarser: only FULL blocks are cached and shared, so a shared prompt is reused in
 #   multiples of `block_size` tokens.
+# - **Transfers** get coarser too: swapping a preempted request out to CPU memory, offloading blocks to a
+#   slower tier, or sending KV from a prefill instance to a decode instance moves whole blocks. Big blocks
+#   mean few large copies, the last one partly empty; small blocks mean many small copies, each with its own
+#   overhead.
 
 # %%
 from pagedkv_lib.studies.workload import make_workload, utilization_paged
@@ -227,7 +232,7 @@ for bs in (1, 16, 64, 256):
 # 3. `hopper/flash_attn_interface.py`: "page_block_size can be arbitrary (e.g, 1, 2, 3, 64, etc.)"; the
 #    faster TMA path is used only when `page_size % kBlockN == 0` (`hopper/flash_api.cpp:423`).
 # 4. `deepseek-ai/FlashMLA`, README: "Paged kvcache with block size of 64".
-# 5. `flashinfer-ai/flashinfer`, `docs/tutorials/kv_layout.rst`: a batch's pages are `kv_indptr`,
+# 5. `flashinfer-ai/flashinfer:docs/tutorials/kv_layout.rst`: a batch's pages are `kv_indptr`,
 #    `kv_page_indices` and `kv_last_page_len` with `0 < last_page_len <= page_size`, for any `page_size`.
 # 6. `sgl-project/sglang`, `page_size` in `python/sglang/srt/server_args.py`: one token per page unless a
 #    backend needs more, so its radix tree shares prefixes token by token.
@@ -236,17 +241,27 @@ for bs in (1, 16, 64, 256):
 # one table entry per token. It works for FlashInfer because it prefetches page indices into shared memory;
 # FlashInfer's own measurements show page size having "little effect" on its decode kernel.
 #
+# SGLang has no per-request block table at all but two mappings (`python/sglang/srt/mem_cache/memory_pool.py`
+# in `sgl-project/sglang`): `ReqToTokenPool` maps each request's positions to token slots, a tensor
+# `req_to_token [max_requests, max_context_len]`, and an allocator of the `TokenToKVPoolAllocator` family
+# (`mem_cache/allocator/`) hands out and takes back slots of `MHATokenToKVPool`, which holds each layer's K
+# and V as one row per slot. At page size 1, a row of `req_to_token` is this notebook's block table.
+#
 # ## Exercises
 #
-# **127 · Block pool, fork and copy-on-write · medium.** In `practice/127_block_pool_cow.py`, write
-# `BlockPool` with `num_free`, `ref_count`, `allocate`, `free` and `fork`, exactly the contract of this
-# notebook (None and no change when short; freed blocks to the end; freeing a free block raises
-# `ValueError`), and `append_slot`, the copy-on-write step of notebook 08. Grade it with
+# **127 · Block pool, fork and copy-on-write · medium, the pool.** In `practice/127_block_pool_cow.py`, write
+# `BlockPool` with `num_free`, `ref_count`, `allocate`, `free` and `fork`, to the contract of this notebook:
+# blocks leave from the front of the free queue, each with one reference; `allocate` returns `None` and
+# changes nothing when too few are free; a block whose last reference is freed joins the end; freeing a
+# block with no reference left raises `ValueError`; `fork` returns a new list and adds one reference per
+# block. The exercise's second half, `append_slot` (copy-on-write), comes with notebook 08: leave its stub.
+# Grade it with
 #
 #     python practice/judge.py 127
 #
-# Or solve it here: fill in the class and function below and run the cell. `judge(127, globals())` grades the
-# names of this notebook on the same hidden cases (until you do, it reports *not implemented*).
+# The judge grades both halves: with a correct pool and `append_slot` still a stub, the six cases that use
+# only the pool pass and the others report *not implemented*. Or solve it here: fill in the class below and
+# run the cell; `judge(127)` grades the names defined in this notebook on the same hidden cases.
 
 # %%
 from pagedkv_lib.judge import judge
@@ -272,11 +287,7 @@ class BlockPool:
         raise NotImplementedError
 
 
-def append_slot(pool, kv_cache, block_table, num_tokens, block_size):
-    raise NotImplementedError  # notebook 08
-
-
-result = judge(127, globals())
+result = judge(127)
 
 # %% [markdown]
 # ## In real systems
@@ -295,6 +306,14 @@ result = judge(127, globals())
 #   rather than one per distinct block, and sliding-window tables listing a block twice were freed twice.
 #   In #42571 (PRs #42612, #42615) a block passed twice to `free_blocks` was queued twice and corrupted the
 #   linked list. The invariant worth a test: when nothing runs, every block except vLLM's null block is free.
+# - **Cache layouts differ.** The course's `kv_cache [2, L, N, S, H_kv, D]` is nano-vllm's. vLLM's
+#   FlashAttention backend long used `(2, num_blocks, block_size, num_kv_heads, head_size)`; recent versions
+#   pack K and V into the last dimension, `(num_blocks, num_kv_heads, block_size, 2 * head_size)`. vLLM
+#   describes every backend's cache in one logical order (layers, blocks, heads, tokens, content) and lets
+#   `KVCacheLayout` (`vllm/v1/kv_cache_layout.py`) choose the order in memory, per backend. So moving KV from
+#   a prefill instance to a decode instance (PD disaggregation) needs a layout conversion when the two differ
+#   (vLLM PR #26556). Sources: `docs/engines.md`, section "Cache layouts, and why moving KV between
+#   instances needs a conversion".
 #
 # ## Say it in the interview
 #
@@ -303,6 +322,6 @@ result = judge(127, globals())
 # of the queue and is all or nothing; a block whose count drops to zero goes to the back, so recently freed
 # blocks, which may still be prefix-cache hits, are reused last. A token's slot is
 # `block_table[p // block_size] * block_size + p % block_size`. The block size trades internal
-# fragmentation and prefix granularity against table length and kernel efficiency, and in practice the
-# attention kernel decides: 256 for upstream FlashAttention-2, 16 in vLLM, 64 for FlashMLA, anything for
-# FlashInfer and FlashAttention-3.
+# fragmentation and the granularity of prefix sharing, swapping and transfers against table length and
+# kernel efficiency, and in practice the attention kernel decides: 256 for upstream FlashAttention-2, 16 in
+# vLLM, 64 for FlashMLA, anything for FlashInfer and FlashAttention-3.

@@ -10,12 +10,24 @@
 # %%
 import sys
 
-if "google.colab" in sys.modules:  # Colab: fetch and install the course first
+if "google.colab" in sys.modules:  # Colab: clone the course and install it (pagedkv_lib/environment.py)
+    import os
     import subprocess
 
-    subprocess.run("git clone -q https://github.com/pagedkv-course/pagedkv-course /content/course"
-                   " && pip install -q -e /content/course", shell=True, check=True)
-    sys.path.insert(0, "/content/course")
+    url = os.environ.get("PAGEDKV_COURSE_REPO", "https://github.com/pagedkv-course/pagedkv-course")
+    home = os.environ.get("PAGEDKV_COURSE_DIR", "/content/course")
+    if not os.path.isdir(home) and subprocess.run(["git", "clone", "-q", url, home],
+                                                  capture_output=True).returncode:
+
+        class CourseSetupError(Exception):
+            def _render_traceback_(self):  # a notebook shows this one line, not a traceback
+                return [str(self)]
+
+        raise CourseSetupError(f"Could not clone the course from {url}; check the address and the network.")
+    sys.path.insert(0, home)
+    from pagedkv_lib.environment import install_course
+
+    install_course(home)
 from pagedkv_lib.environment import describe_environment
 
 print(describe_environment())
@@ -67,9 +79,10 @@ block_size, H_kv, D, num_blocks = 4, 2, 4, 8
 k_cache = torch.full((num_blocks, block_size, H_kv, D), float("nan"))  # [N, S, H_kv, D], NaN: never written
 v_cache = torch.full_like(k_cache, float("nan"))  # [N, S, H_kv, D]
 tables, lens = {"A": [7, 2], "B": [5]}, {"A": 6, "B": 3}
+by_hand = {"A": [28, 29, 30, 31, 8, 9], "B": [20, 21, 22]}  # the slots of the picture above
 for name in tables:
-    slots = [tables[name][p // block_size] * block_size + p % block_size for p in range(lens[name])]
-    assert slots == pk.slot_mapping_for(tables[name], list(range(lens[name])), block_size)
+    slots = pk.slot_mapping_for(tables[name], list(range(lens[name])), block_size)
+    assert slots == by_hand[name]
     print(f"{name}: table {tables[name]}, slots {slots}")
 print("k_cache", tuple(k_cache.shape), "viewed as rows", tuple(k_cache.view(-1, H_kv * D).shape))
 
@@ -122,12 +135,16 @@ for step, n, slots, ctx, new in rows:
 #   which for `bs >= 2` is nano-vllm's `len % bs == 1`. In decode 2, B's length is 5 and position 4 is the
 #   first offset of its second logical block, so block 0 joins its table and the token goes to slot 0.
 #
-# The library's block manager (notebook 07) checks the same thing before a decode step:
+# The library's block manager (notebook 07) asks for a free block by the same rule before a decode step.
+# With none free, `can_append` refuses exactly the lengths whose new token opens a block:
 
 # %%
-import inspect
-
-print(inspect.getsource(pk.BlockManager.can_append))
+bm = pk.BlockManager(num_blocks=2, block_size=4)
+bm.allocate(pk.Sequence(list(range(8)), block_size=4))  # another sequence holds both blocks: none is free
+for n in range(5, 11):
+    opens, ok = (n - 1) % 4 == 0, bm.can_append(pk.Sequence(list(range(n)), block_size=4))
+    assert ok == (not opens)
+    print(f"len {n:2d}: position {n - 1} opens a block: {opens!s:5s} | can_append: {ok}")
 
 # %% [markdown]
 # ## 3. The picture
@@ -161,35 +178,38 @@ walk_explorer.widget
 # ## 4. Writing by slot: `store_kvcache`
 #
 # The model produces `key` and `value` of shape `[T, H_kv, D]` for the step's T tokens. `store_kvcache` writes
-# row `t` of each into cache row `slot_mapping[t]`, and writes nothing for a slot of -1. Here is the loop,
-# one token at a time, next to the library's vectorized version: the caches start as NaN, so any row either
-# version failed to write, or wrote by mistake, would show.
+# row `t` of each into cache row `slot_mapping[t]`, and writes nothing for a slot of -1. Decode 1 of the walk
+# writes slots 10 and 23; add a padding token in the middle:
+#
+# ```
+# token t        0     1     2            key [3, H_kv, D], value [3, H_kv, D]
+# slot_mapping  10    -1    23
+# k_cache rows  10 <- key[0]   (token 1 writes nothing)   23 <- key[2]     k_cache viewed as [32, H_kv * D]
+# ```
+#
+# The caches start as NaN, so a row written by mistake, or one left unwritten, shows at once. The library's
+# `store_kvcache`, checked against that picture:
 
 # %%
-def store_loop(key, value, k_cache, v_cache, slot_mapping):
-    for t, slot in enumerate(slot_mapping.tolist()):
-        if slot == -1:
-            continue  # a padding token
-        k_cache[slot // k_cache.shape[1], slot % k_cache.shape[1]] = key[t]
-        v_cache[slot // v_cache.shape[1], slot % v_cache.shape[1]] = value[t]
-
-
 gen = torch.Generator().manual_seed(0)
 key, value = torch.randn(3, H_kv, D, generator=gen), torch.randn(3, H_kv, D, generator=gen)  # [T, H_kv, D]
 slot_mapping = torch.tensor([10, -1, 23], dtype=torch.int32)  # decode 1, plus one padding token
-mine_k, mine_v = k_cache.clone(), v_cache.clone()
-store_loop(key, value, mine_k, mine_v, slot_mapping)
 pk.store_kvcache(key, value, k_cache, v_cache, slot_mapping)
-torch.testing.assert_close(k_cache, mine_k, equal_nan=True)
-written = (~k_cache.view(-1, H_kv * D).isnan().all(dim=1)).nonzero().flatten().tolist()
-print("rows written:", written)
+rows = k_cache.view(-1, H_kv * D)  # [N * S, H_kv * D]: one row per slot
+written = (~rows.isnan().all(dim=1)).nonzero().flatten().tolist()
+assert written == [10, 23] and torch.equal(rows[[10, 23]], key[[0, 2]].flatten(1))
+print("rows written:", written, "- row 10 holds token 0's keys, row 23 token 2's; token 1 wrote nothing")
 
 # %% [markdown]
-# The library's version: one indexed write into the flat view of each cache, after checking every shape and
-# dtype.
-
-# %%
-print(inspect.getsource(pk.store_kvcache))
+# How to write it is exercise 124; the library's own version opens once yours passes (`show_reference`,
+# after the exercises).
+#
+# **Coming from a class-based cache.** Some tutorials and books wrap the cache in a `PagedKVCache` class with
+# per-layer `write(layer, slot_mapping, k, v)` and `gather(layer, block_table, seq_len)`. In the course's
+# terms, the class holds `kv_cache [2, L, N, S, H_kv, D]`; `write` is
+# `store_kvcache(k, v, kv_cache[0, layer], kv_cache[1, layer], slot_mapping)`, and `gather` is
+# `gather_kv(kv_cache[0, layer], block_table, seq_len)` for K and the same on `kv_cache[1, layer]` for V
+# (notebook 04 reads through the block table).
 
 # %% [markdown]
 # ## 5. The whole walk, checked
@@ -244,7 +264,7 @@ for start, end in [(0, 11), (5, 11), (4, 8), (2, 3), (6, 6)]:
     print(f"positions range({start}, {end}): {per_block}")
 assert all(pk.compute_slot_mapping(table, s, e, 4) == pk.slot_mapping_for(table, list(range(s, e)), 4)
            for s in range(13) for e in range(s, 13))
-print(inspect.getsource(pk.compute_slot_mapping))
+print("equal to the per-position slots for every start and end in 0..12")
 
 # %% [markdown]
 # ## Exercises
@@ -262,7 +282,7 @@ print(inspect.getsource(pk.compute_slot_mapping))
 #     python practice/judge.py 123
 #     python practice/judge.py 124
 #
-# Or solve them here: fill in a function below and run its cell. `judge(122, globals())` grades the names of
+# Or solve them here: fill in a function below and run its cell. `judge(122)` grades the names defined in
 # this notebook on the same hidden cases (until you do, it reports *not implemented*).
 
 # %%
@@ -273,21 +293,33 @@ def slot_mapping_for(block_table, positions, block_size):
     raise NotImplementedError  # your code here
 
 
-result = judge(122, globals())
+result = judge(122)
 
 # %%
 def compute_slot_mapping(block_table, start, end, block_size):
     raise NotImplementedError  # your code here
 
 
-result = judge(123, globals())
+result = judge(123)
 
 # %%
 def store_kvcache(key, value, k_cache, v_cache, slot_mapping):
     raise NotImplementedError  # your code here
 
 
-result = judge(124, globals())
+result = judge(124)
+
+# %% [markdown]
+# Once your version passes, `show_reference` prints the library's, to compare with yours (until then it says
+# what to do first):
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+# (what it prints depends on your own progress)
+from pagedkv_lib.judge import show_reference
+
+for exercise in (122, 123, 124):
+    show_reference(exercise)
 
 # %% [markdown]
 # ## In real systems

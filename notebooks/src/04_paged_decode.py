@@ -11,12 +11,24 @@
 # %%
 import sys
 
-if "google.colab" in sys.modules:  # Colab: fetch and install the course first
+if "google.colab" in sys.modules:  # Colab: clone the course and install it (pagedkv_lib/environment.py)
+    import os
     import subprocess
 
-    subprocess.run("git clone -q https://github.com/pagedkv-course/pagedkv-course /content/course"
-                   " && pip install -q -e /content/course", shell=True, check=True)
-    sys.path.insert(0, "/content/course")
+    url = os.environ.get("PAGEDKV_COURSE_REPO", "https://github.com/pagedkv-course/pagedkv-course")
+    home = os.environ.get("PAGEDKV_COURSE_DIR", "/content/course")
+    if not os.path.isdir(home) and subprocess.run(["git", "clone", "-q", url, home],
+                                                  capture_output=True).returncode:
+
+        class CourseSetupError(Exception):
+            def _render_traceback_(self):  # a notebook shows this one line, not a traceback
+                return [str(self)]
+
+        raise CourseSetupError(f"Could not clone the course from {url}; check the address and the network.")
+    sys.path.insert(0, home)
+    from pagedkv_lib.environment import install_course
+
+    install_course(home)
 from pagedkv_lib.environment import describe_environment
 
 print(describe_environment())
@@ -56,27 +68,24 @@ print(describe_environment())
 #                                                                          tail: not this sequence's tokens
 # ```
 #
-# The first piece is the gather: turn a padded table row into the sequence's contiguous K (or V).
+# The first piece is the gather: a padded table row becomes the sequence's contiguous K (or V). Drop the -1
+# entries, read the first `ceil(n / S)` blocks in table order, one after the other, and keep the first `n`
+# rows: 13 tokens at block size 4 read 4 blocks, 16 rows, of which the last 3 are cut.
+#
+# The library's `gather_kv` does this. `make_paged_batch` kept each sequence's keys before scattering them
+# into a cache whose other rows are NaN, so the gather can be checked against them:
 
 # %%
 import torch
 
 import pagedkv_lib as pk
 
-
-def gather(cache, table_row, n):
-    """cache [N, S, H_kv, D], a table row padded with -1 -> the first n tokens, [n, H_kv, D]."""
-    num_needed = -(-n // cache.shape[1])
-    blocks = table_row[table_row >= 0][:num_needed].long()  # drop -1 padding first
-    return cache[blocks].flatten(0, 1)[:n]  # [num_needed * S, H_kv, D] -> cut the tail
-
-
 batch = pk.make_paged_batch([13, 7], block_size=4, num_heads=8, num_kv_heads=2, head_dim=16, seed=0,
                             extra_padding=2)  # caches filled with NaN outside these two sequences
 for b in range(2):
     row, n = batch.block_tables[b], int(batch.context_lens[b])
-    k = gather(batch.k_cache, row, n)  # [n, H_kv, D]
-    assert torch.equal(k, batch.keys[b]) and torch.equal(k, pk.gather_kv(batch.k_cache, row, n))
+    k = pk.gather_kv(batch.k_cache, row, n)  # [n, H_kv, D]
+    assert torch.equal(k, batch.keys[b])
     print(f"sequence {b}: table row {row.tolist()}, context {n} -> K {tuple(k.shape)}, equal to its keys")
 
 # %% [markdown]
@@ -97,28 +106,19 @@ print("repeat (wrong)   :", torch.arange(H_kv).repeat(group).tolist())
 # %% [markdown]
 # ## 3. The whole decode
 #
-# Gather, expand for GQA, scores, softmax, weighted sum: one sequence at a time, in float64 so that the check
-# below measures the algorithm and not the rounding.
-
-# %%
-def expand_gqa(t, group):
-    return t.repeat_interleave(group, dim=1)  # [n, H_kv, D] -> [n, H, D]
-
-
-def my_paged_decode(q, k_cache, v_cache, block_tables, context_lens, scale, gather=gather, expand=expand_gqa):
-    group = q.shape[1] // k_cache.shape[2]  # query heads per KV head
-    out = torch.empty(q.shape, dtype=torch.float64)  # [B, H, D]
-    for b in range(q.shape[0]):
-        n = int(context_lens[b])
-        k = expand(gather(k_cache, block_tables[b], n).double(), group)  # [n, H, D]
-        v = expand(gather(v_cache, block_tables[b], n).double(), group)  # [n, H, D]
-        scores = torch.einsum("hd,nhd->hn", q[b].double(), k) * scale  # [H, n]
-        out[b] = torch.einsum("hn,nhd->hd", scores.softmax(dim=-1), v)  # [H, D]
-    return out
-
-
-# %% [markdown]
-# ## 4. Check it against SDPA on contiguous K/V
+# Per sequence `b`, with `n = context_lens[b]` and `G = H // H_kv`:
+#
+# ```
+# K, V       the gather of section 1, from k_cache and v_cache       [n, H_kv, D] each
+# scores     q[b, h] . K[j, h // G] * scale, for every key j          [H, n]
+# weights    softmax of each head's scores over the n keys           [H, n]
+# out[b, h]  sum over j of weights[h, j] * V[j, h // G]              [H, D]
+# ```
+#
+# No causal mask: the query is the last token, so every key is in its past. Compute in float32 at least (the
+# library does, and in float64 for float64 inputs); the result goes back in `q`'s dtype.
+#
+# ## 4. The library, checked against SDPA on contiguous K/V
 #
 # The independent reference knows nothing about blocks: `make_paged_batch` keeps every sequence's K and V
 # contiguous before scattering them into a cache whose other rows are NaN, and `sdpa_batch` runs PyTorch's
@@ -132,38 +132,41 @@ for bs in (4, 16, 256):
                                 extra_padding=2)
     args = (batch.q, batch.k_cache, batch.v_cache, batch.block_tables, batch.context_lens, 64**-0.5)
     reference = pk.sdpa_batch(batch)  # [B, H, D] float64, contiguous K/V
-    mine, library = my_paged_decode(*args), pk.paged_attention_decode(*args)
-    err_mine = (mine - reference).abs().max().item()
-    err_lib = (library.double() - reference).abs().max().item()
-    assert err_mine < 1e-10 and err_lib < 1e-5
+    err = (pk.paged_attention_decode(*args).double() - reference).abs().max().item()
+    assert err < 1e-5
     print(f"block size {bs:3d}: tables {tuple(batch.block_tables.shape)}, cache "
-          f"{tuple(batch.k_cache.shape)}, max error: mine {err_mine:.0e}, library (float32) {err_lib:.0e}")
+          f"{tuple(batch.k_cache.shape)}, max error against SDPA (float32 inputs): {err:.0e}")
 
 # %% [markdown]
-# Both agree with SDPA, at every block size, although most of each cache is NaN: neither ever reads a row
-# outside a sequence's context. The library version is the same algorithm in float32 (it computes in the
-# inputs' precision, float64 only for float64 inputs); exercise 125 and the Triton kernel of notebook 10 are
-# graded against it.
+# It agrees with SDPA at every block size, although most of each cache is NaN: it never reads a row outside a
+# sequence's context. Exercise 125 and the Triton kernel of notebook 10 are graded against it.
 #
 # ## 5. The two classic bugs, by their symptoms
 #
 # Forget to cut the tail, and the garbage rows of the last block join the softmax: with a NaN-filled cache the
-# output turns NaN, in a real engine it is silently wrong. Expand the heads with `repeat` instead of
-# `repeat_interleave`, and every query head reads the wrong KV head: no NaN, just wrong numbers.
+# output turns NaN, in a real engine it is silently wrong. Reading whole blocks is what the library computes
+# when each context length is rounded up to a multiple of the block size.
+#
+# Expand the heads with `repeat` instead of `repeat_interleave`, and query head `h` reads KV head `h % H_kv`
+# instead of `h // G`: no NaN, just wrong numbers. The library gives that answer too, if each query head is
+# first moved to a place whose group reads KV head `h % H_kv` (place `(h % H_kv) * G + h // H_kv`) and moved
+# back afterwards.
 
 # %%
-def gather_no_cut(cache, table_row, n):
-    blocks = table_row[table_row >= 0][: -(-n // cache.shape[1])].long()
-    return cache[blocks].flatten(0, 1)  # BUG: keeps the tail of the last block
-
-
-batch = pk.make_paged_batch(seq_lens, block_size=16, num_heads=8, num_kv_heads=2, head_dim=64, seed=0)
-args = (batch.q, batch.k_cache, batch.v_cache, batch.block_tables, batch.context_lens, 64**-0.5)
-reference = pk.sdpa_batch(batch)
-no_cut = my_paged_decode(*args, gather=gather_no_cut)
-tiled = my_paged_decode(*args, expand=lambda t, g: t.repeat(1, g, 1))
+S, H, H_kv = 16, 8, 2
+G = H // H_kv
+batch = pk.make_paged_batch(seq_lens, block_size=S, num_heads=H, num_kv_heads=H_kv, head_dim=64, seed=0)
+reference = pk.sdpa_batch(batch)  # [B, H, D] float64
+whole_blocks = ((batch.context_lens + S - 1) // S * S).to(torch.int32)  # [B]: the tail read too
+no_cut = pk.paged_attention_decode(batch.q, batch.k_cache, batch.v_cache, batch.block_tables, whole_blocks,
+                                   64**-0.5)  # [B, H, D]
+place = torch.tensor([(h % H_kv) * G + h // H_kv for h in range(H)])  # [H]: its group reads KV head h % H_kv
+q_moved = torch.empty_like(batch.q)  # [B, H, D]
+q_moved[:, place] = batch.q
+tiled = pk.paged_attention_decode(q_moved, batch.k_cache, batch.v_cache, batch.block_tables,
+                                  batch.context_lens, 64**-0.5)[:, place]  # [B, H, D], back in head order
 print("tail not cut: NaN in sequences", [b for b in range(len(seq_lens)) if no_cut[b].isnan().any()])
-print(f"repeat instead of repeat_interleave: max error {(tiled - reference).abs().max().item():.2f}")
+print(f"repeat instead of repeat_interleave: max error {(tiled.double() - reference).abs().max().item():.2f}")
 
 # %% [markdown]
 # A context that fills its last block exactly has no tail and escapes the first bug. None of 37, 5, 20, 1 and
@@ -232,8 +235,8 @@ for bs in (1, 16, 256):
 #
 #     python practice/judge.py 125
 #
-# Or solve it here: fill in the function below and run the cell. `judge(125, globals())` grades the
-# names of this notebook on the same hidden cases (until you do, it reports *not implemented*).
+# Or solve it here: fill in the function below and run the cell. `judge(125)` grades the function defined
+# in this notebook on the same hidden cases (until you do, it reports *not implemented*).
 
 # %%
 from pagedkv_lib.judge import judge
@@ -243,7 +246,18 @@ def paged_attention_decode(q, k_cache, v_cache, block_tables, context_lens, scal
     raise NotImplementedError  # your code here
 
 
-result = judge(125, globals())
+result = judge(125)
+
+# %% [markdown]
+# Once your version passes, `show_reference(125)` prints the library's, to compare with yours (until then it
+# says what to do first):
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+# (what it prints depends on your own progress)
+from pagedkv_lib.judge import show_reference
+
+shown = show_reference(125)
 
 # %% [markdown]
 # ## In real systems

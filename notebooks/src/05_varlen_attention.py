@@ -11,12 +11,24 @@
 # %%
 import sys
 
-if "google.colab" in sys.modules:  # Colab: fetch and install the course first
+if "google.colab" in sys.modules:  # Colab: clone the course and install it (pagedkv_lib/environment.py)
+    import os
     import subprocess
 
-    subprocess.run("git clone -q https://github.com/pagedkv-course/pagedkv-course /content/course"
-                   " && pip install -q -e /content/course", shell=True, check=True)
-    sys.path.insert(0, "/content/course")
+    url = os.environ.get("PAGEDKV_COURSE_REPO", "https://github.com/pagedkv-course/pagedkv-course")
+    home = os.environ.get("PAGEDKV_COURSE_DIR", "/content/course")
+    if not os.path.isdir(home) and subprocess.run(["git", "clone", "-q", url, home],
+                                                  capture_output=True).returncode:
+
+        class CourseSetupError(Exception):
+            def _render_traceback_(self):  # a notebook shows this one line, not a traceback
+                return [str(self)]
+
+        raise CourseSetupError(f"Could not clone the course from {url}; check the address and the network.")
+    sys.path.insert(0, home)
+    from pagedkv_lib.environment import install_course
+
+    install_course(home)
 from pagedkv_lib.environment import describe_environment
 
 print(describe_environment())
@@ -29,6 +41,7 @@ print(describe_environment())
 # 2. In that chunked prefill, which key positions may the first of the 8 new queries read?
 # 3. With 8 query heads and 2 KV heads, which KV head does query head 5 read?
 # 4. Why is `torch.tril(torch.ones(q_len, seq_len))` the wrong mask for a decode token?
+# 5. With a paged cache, what must the attention kernel be given besides the queries and the cache itself?
 #
 # <details><summary>Answer</summary>
 #
@@ -39,6 +52,11 @@ print(describe_environment())
 # 4. That triangle starts at the top-left corner: the decode token (1 query, 37 keys) would read key 0 only.
 #    New tokens are the last ones of their context, so the triangle must be shifted right by
 #    `seq_len - q_len` (aligned to the bottom-right corner); the decode token then reads all 37 keys.
+# 5. Where each sequence's keys are: the block tables (`[B, M]` int32, rows padded with -1), and how many
+#    there are: each context length (`seq_lens`, decode's `context_lens`), which cuts the last block; where
+#    each sequence's queries are, `cu_seqlens_q` (a decode batch has one query per sequence and needs none);
+#    the block size, read from the cache's shape; and, to size the launch, the longest `q_len` and `seq_len`
+#    (`max_seqlen_q`, `max_seqlen_k`). Writing the new K/V first also needs `slot_mapping`.
 #
 # </details>
 
@@ -180,55 +198,46 @@ print("NaN slots:", int(batch.k_cache.isnan().any(dim=(2, 3)).sum()), "of", num_
 print("seq_lens ", batch.seq_lens.tolist(), " cu_seqlens_q", batch.cu_seqlens_q.tolist())
 
 # %% [markdown]
-# For each sequence: gather its K/V through the table (drop the -1 padding, cut the last block's unused
-# tail), expand the KV heads, score, mask with the shift, softmax. `shifted=False` gives the top-left mask,
-# for the experiment after this one.
-
-# %%
-def varlen_attention(q, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q, scale, shifted=True):
-    out = torch.empty_like(q)  # [T, H, D]
-    for b in range(block_tables.shape[0]):
-        n, lo, hi = int(seq_lens[b]), int(cu_seqlens_q[b]), int(cu_seqlens_q[b + 1])
-        blocks = block_tables[b][block_tables[b] >= 0].long()  # drop the -1 padding
-        k = k_cache[blocks].flatten(0, 1)[:n]  # [n, H_kv, D]: the last block's tail cut
-        v = v_cache[blocks].flatten(0, 1)[:n]  # [n, H_kv, D]
-        group = q.shape[1] // k.shape[1]
-        k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)  # [n, H, D]
-        scores = torch.einsum("thd,nhd->htn", q[lo:hi], k) * scale  # [H, t, n]
-        q_pos = torch.arange(n - (hi - lo), n) if shifted else torch.arange(hi - lo)  # [t]
-        scores = scores.masked_fill(torch.arange(n)[None, :] > q_pos[:, None], float("-inf"))
-        out[lo:hi] = torch.einsum("htn,nhd->thd", scores.softmax(-1), v)  # [t, H, D]
-    return out
-
-
-# %% [markdown]
-# Three answers: ours, the library's `paged_attention_varlen`, and the independent reference: float64 SDPA on
-# each sequence's contiguous K/V with an explicit shifted mask (`pagedkv_lib.testing.sdpa_reference`), no
-# block table involved.
+# What a varlen paged attention does for each sequence `b`, rows `lo = cu_seqlens_q[b]` to
+# `hi = cu_seqlens_q[b + 1]`, `t = hi - lo` queries and `n = seq_lens[b]` keys:
+#
+# ```
+# K, V        gathered through block_tables[b]: -1 dropped, blocks in order, cut at n rows   [n, H_kv, D]
+# positions   of the queries: n - t .. n - 1, the LAST t of the context                       [t]
+# scores      q[lo + i, h] . K[j, h // G] * scale, -inf where key j > position of query i     [H, t, n]
+# out[lo + i] the softmax of each row of scores, times V[:, h // G]                           [t, H, D]
+# ```
+#
+# The library's `paged_attention_varlen` against the independent reference: float64 SDPA on each
+# sequence's contiguous K/V with an explicit shifted mask (`pagedkv_lib.testing.sdpa_reference`), no block
+# table involved.
 
 # %%
 from pagedkv_lib.viz.attention_plots import error_order
 
 scale = D**-0.5
 args = (batch.q, batch.k_cache, batch.v_cache, batch.block_tables, batch.seq_lens, batch.cu_seqlens_q, scale)
-mine = varlen_attention(*args)
+out = pk.paged_attention_varlen(*args)  # [T, H, D]
 ref = pk.sdpa_batch(batch)  # [T, H, D] float64
-err = (mine.double() - ref).abs().max().item()
-print("ours == pagedkv_lib:", torch.allclose(mine, pk.paged_attention_varlen(*args), atol=1e-6))
-print("no NaN read:", not mine.isnan().any().item())
-print("max |ours - SDPA| < 1e-5:", err < 1e-5, f"({error_order(err)})")
+err = (out.double() - ref).abs().max().item()
+print("no NaN read:", not out.isnan().any().item())
+print("max |library - SDPA| < 1e-5:", err < 1e-5, f"({error_order(err)})")
 
 # %% [markdown]
 # ## 6. What the shift is worth
 #
-# Drop it and compare each sequence with the reference. Only the full prefill survives, because for it
-# `q_len == seq_len` and both triangles coincide.
+# Drop it, and each sequence gets SDPA's `is_causal=True`: the top-left triangle. Here it is on each
+# sequence's contiguous K/V (heads expanded for GQA), compared with the reference. Only the full prefill
+# survives, because for it `q_len == seq_len` and both triangles coincide.
 
 # %%
-wrong = varlen_attention(*args, shifted=False)
 for b, kind in enumerate(["A decode", "B full prefill", "C chunked prefill"]):
     lo, hi = int(batch.cu_seqlens_q[b]), int(batch.cu_seqlens_q[b + 1])
-    ok = torch.allclose(wrong[lo:hi].double(), ref[lo:hi], atol=1e-5)
+    q_b = batch.q[lo:hi].double().transpose(0, 1)  # [H, t, D]
+    k_b, v_b = (x.double().transpose(0, 1).repeat_interleave(group, 0)  # [H, n, D]
+                for x in (batch.keys[b], batch.values[b]))
+    top_left = F.scaled_dot_product_attention(q_b, k_b, v_b, is_causal=True, scale=scale).transpose(0, 1)
+    ok = torch.allclose(top_left, ref[lo:hi], atol=1e-5)  # [t, H, D] each
     print(f"{kind:18s} top-left mask: {'same answer' if ok else 'WRONG'}")
 
 # %% [markdown]
@@ -269,6 +278,17 @@ def paged_attention_varlen(q, k_cache, v_cache, block_tables, seq_lens, cu_seqle
 result = judge(126)
 
 # %% [markdown]
+# Once your version passes, `show_reference(126)` prints the library's, to compare with yours (until then it
+# says what to do first):
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+# (what it prints depends on your own progress)
+from pagedkv_lib.judge import show_reference
+
+shown = show_reference(126)
+
+# %% [markdown]
 # ## In real systems
 #
 # - **nano-vllm** (`nanovllm/layers/attention.py`): the prefill path calls
@@ -284,9 +304,9 @@ result = judge(126)
 # - **FlashAttention** (`flash_attn/flash_attn_interface.py`): with `causal=True` and `seqlen_q != seqlen_k`
 #   "the causal mask is aligned to the bottom right corner of the attention matrix", the shift of section 3;
 #   PyTorch's `is_causal=True` aligns it to the top-left corner instead.
-# - **FlashInfer** (`docs/tutorials/kv_layout.rst`) describes the pages of a batch in CSR form:
-#   `kv_indptr [B + 1]` (a `cu_seqlens` over pages), `kv_page_indices` (the block tables concatenated) and
-#   `kv_last_page_len`, all int32.
+# - **FlashInfer** (`flashinfer-ai/flashinfer:docs/tutorials/kv_layout.rst`) describes a batch's pages in
+#   CSR form: `kv_indptr [B + 1]` (a `cu_seqlens` over pages), `kv_page_indices` (the block tables
+#   concatenated) and `kv_last_page_len`, all int32.
 # - **FlashAttention-2** accepts a paged cache only with a page size that is a multiple of 256
 #   (`csrc/flash_attn/flash_api.cpp:613`); vLLM's fork relaxes this to 16, FA3 to any size.
 #

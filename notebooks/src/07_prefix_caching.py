@@ -11,12 +11,24 @@
 # %%
 import sys
 
-if "google.colab" in sys.modules:  # Colab: fetch and install the course first
+if "google.colab" in sys.modules:  # Colab: clone the course and install it (pagedkv_lib/environment.py)
+    import os
     import subprocess
 
-    subprocess.run("git clone -q https://github.com/pagedkv-course/pagedkv-course /content/course"
-                   " && pip install -q -e /content/course", shell=True, check=True)
-    sys.path.insert(0, "/content/course")
+    url = os.environ.get("PAGEDKV_COURSE_REPO", "https://github.com/pagedkv-course/pagedkv-course")
+    home = os.environ.get("PAGEDKV_COURSE_DIR", "/content/course")
+    if not os.path.isdir(home) and subprocess.run(["git", "clone", "-q", url, home],
+                                                  capture_output=True).returncode:
+
+        class CourseSetupError(Exception):
+            def _render_traceback_(self):  # a notebook shows this one line, not a traceback
+                return [str(self)]
+
+        raise CourseSetupError(f"Could not clone the course from {url}; check the address and the network.")
+    sys.path.insert(0, home)
+    from pagedkv_lib.environment import install_course
+
+    install_course(home)
 from pagedkv_lib.environment import describe_environment
 
 print(describe_environment())
@@ -384,6 +396,17 @@ class BlockManager:  # your code here, in place of each NotImplementedError
 result = judge(129)
 
 # %% [markdown]
+# Once your version passes, `show_reference(129)` prints the library's, to compare with yours (until then it
+# says what to do first):
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+# (what it prints depends on your own progress)
+from pagedkv_lib.judge import show_reference
+
+shown = show_reference(129)
+
+# %% [markdown]
 # ## In real systems
 #
 # - **nano-vllm** (`nanovllm/engine/block_manager.py`): `Block(block_id)` starts with `ref_count=0`,
@@ -397,7 +420,7 @@ result = judge(129)
 #   `ref_cnt` and a write-once `_block_hash`; the free queue is an intrusive doubly linked list with O(1)
 #   removal from the middle (a hit on a free block is `touch()`), in LRU order. `hash_block_tokens` hashes
 #   `(parent_hash or NONE_HASH, tuple(tokens), extra_keys)`, where extra keys cover LoRA, multimodal inputs
-#   and `cache_salt`. SHA-256 has been the default since v0.10.2 (PR #29261); when xxhash became an option
+#   and `cache_salt`. SHA-256 has been the default since v0.10.2 (PR #23673); when xxhash became an option
 #   (PR #29163) a maintainer warned that collisions "could leak private information" (one user's K/V served
 #   to another). `get_computed_blocks` caps a hit at `num_tokens - 1`.
 # - **Ref-count bugs in vLLM**: #42571 (a block passed twice to `free_blocks` was queued twice) and #1556 /

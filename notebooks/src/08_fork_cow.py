@@ -10,12 +10,24 @@
 # %%
 import sys
 
-if "google.colab" in sys.modules:  # Colab: fetch and install the course first
+if "google.colab" in sys.modules:  # Colab: clone the course and install it (pagedkv_lib/environment.py)
+    import os
     import subprocess
 
-    subprocess.run("git clone -q https://github.com/pagedkv-course/pagedkv-course /content/course"
-                   " && pip install -q -e /content/course", shell=True, check=True)
-    sys.path.insert(0, "/content/course")
+    url = os.environ.get("PAGEDKV_COURSE_REPO", "https://github.com/pagedkv-course/pagedkv-course")
+    home = os.environ.get("PAGEDKV_COURSE_DIR", "/content/course")
+    if not os.path.isdir(home) and subprocess.run(["git", "clone", "-q", url, home],
+                                                  capture_output=True).returncode:
+
+        class CourseSetupError(Exception):
+            def _render_traceback_(self):  # a notebook shows this one line, not a traceback
+                return [str(self)]
+
+        raise CourseSetupError(f"Could not clone the course from {url}; check the address and the network.")
+    sys.path.insert(0, home)
+    from pagedkv_lib.environment import install_course
+
+    install_course(home)
 from pagedkv_lib.environment import describe_environment
 
 print(describe_environment())
@@ -229,11 +241,13 @@ plt.show()
 # %% [markdown]
 # ## Exercises
 #
-# **127 · Block pool, fork and copy-on-write · medium.** Write `BlockPool` (`num_free`, `ref_count`,
-# `allocate`, `free`, `fork`) and `append_slot` in `practice/127_block_pool_cow.py`, to the contract of
-# COURSE.md: allocation from the front of the free queue and all-or-nothing, freed blocks to its end, a
-# double free raises `ValueError`, copy-on-write copies K and V of every layer and drops one reference. Grade
-# it with
+# **127 · Block pool, fork and copy-on-write · medium.** In `practice/127_block_pool_cow.py`, next to the
+# `BlockPool` of notebook 02 (`num_free`, `ref_count`, `allocate`, `free`, `fork`), write
+# `append_slot(pool, kv_cache, block_table, num_tokens, block_size)`, the step of section 3: a position that
+# starts a block gets a new block; a position inside a shared block gets a copy-on-write (K and V of every
+# layer, the copy put in the table's last place, one reference to the old block dropped); otherwise nothing
+# moves. It returns the slot of position `num_tokens`, or `None` with nothing changed when no block is free.
+# Grade it with
 #
 #     python practice/judge.py 127
 #
@@ -247,7 +261,7 @@ from pagedkv_lib.judge import judge
 
 class BlockPool:
     def __init__(self, num_blocks):
-        raise NotImplementedError  # your code here: num_free, ref_count, allocate, free, fork
+        raise NotImplementedError  # your BlockPool of notebook 02 here
 
 
 def append_slot(pool, kv_cache, block_table, num_tokens, block_size):
@@ -255,6 +269,17 @@ def append_slot(pool, kv_cache, block_table, num_tokens, block_size):
 
 
 result = judge(127)
+
+# %% [markdown]
+# Once your version passes, `show_reference(127)` prints the library's, to compare with yours (until then it
+# says what to do first):
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+# (what it prints depends on your own progress)
+from pagedkv_lib.judge import show_reference
+
+shown = show_reference(127)
 
 # %% [markdown]
 # ## In real systems

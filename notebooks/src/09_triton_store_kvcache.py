@@ -10,12 +10,24 @@
 # %%
 import sys
 
-if "google.colab" in sys.modules:  # Colab: fetch and install the course first
+if "google.colab" in sys.modules:  # Colab: clone the course and install it (pagedkv_lib/environment.py)
+    import os
     import subprocess
 
-    subprocess.run("git clone -q https://github.com/pagedkv-course/pagedkv-course /content/course"
-                   " && pip install -q -e /content/course", shell=True, check=True)
-    sys.path.insert(0, "/content/course")
+    url = os.environ.get("PAGEDKV_COURSE_REPO", "https://github.com/pagedkv-course/pagedkv-course")
+    home = os.environ.get("PAGEDKV_COURSE_DIR", "/content/course")
+    if not os.path.isdir(home) and subprocess.run(["git", "clone", "-q", url, home],
+                                                  capture_output=True).returncode:
+
+        class CourseSetupError(Exception):
+            def _render_traceback_(self):  # a notebook shows this one line, not a traceback
+                return [str(self)]
+
+        raise CourseSetupError(f"Could not clone the course from {url}; check the address and the network.")
+    sys.path.insert(0, home)
+    from pagedkv_lib.environment import install_course
+
+    install_course(home)
 from pagedkv_lib.environment import describe_environment
 
 print(describe_environment())
@@ -44,7 +56,7 @@ print(describe_environment())
 # 4. It writes row -1: the `ROW` elements just before `k_cache`, memory that belongs to something else (in
 #    PyTorch, index -1 would instead overwrite the cache's LAST row). Padded batches (CUDA graphs) use -1.
 # 5. K and V, each read once and written once: `2 x 2 x 32768 x 8 x 128 x 2 B = 268 MB` (plus 128 KB of
-#    slots), so at least 268e6 / 4.27e12 s = 63 us. The H200 measured 69.6 us (section 7).
+#    slots), so at least 268e6 / 4.27e12 s = 63 us. The H200 measured 69.6 us (section 6).
 #
 # </details>
 
@@ -186,45 +198,29 @@ print("store_v0 with two -1 slots: guard elements written (before, after) =", gu
 
 # %% [markdown]
 # Eight elements before the cache were overwritten, one row's worth (both padding tokens wrote row -1). On a
-# GPU that memory belongs to another tensor: a silent corruption, or an illegal-address crash. Here is the
-# kernel with all three fixes: row strides, a masked row, and an early `return` for -1.
+# GPU that memory belongs to another tensor: a silent corruption, or an illegal-address crash.
+#
+# So a kernel an engine can call needs three fixes to `store_v0`; writing it is exercise 130:
+#
+# - **Views into `qkv`**: `store_v0` read token t at `t * ROW`. The kernel takes each row stride as an
+#   argument and uses it in the load address.
+# - **A row of 15 numbers**: `tl.arange(0, 15)` does not compile. The kernel runs
+#   `BLOCK = triton.next_power_of_2(ROW)` lanes and masks every load and store with `offs < ROW`.
+# - **Slot -1**: `store_v0` wrote the row before the cache. The kernel stores nothing for a negative slot
+#   (nano-vllm returns early).
+#
+# Two more details: compute `slot * ROW` in int64 (a large cache passes 2**31 elements), and let the launcher
+# check that each token's row is contiguous (`key.stride(2) == 1`, `key.stride(1) == D`) before it launches
+# one program per token.
+#
+# The library's kernel has these fixes (`pagedkv_lib.kernels.triton_store_kvcache`). Here it is in the three
+# situations that broke `store_v0`, checked against `pk.store_kvcache` (the caches compared with NaN equal
+# to NaN), with the guards watched:
 
 # %%
-@triton.jit
-def store_kernel(
-    key_ptr,  # [T, H_kv, D], token t's row at t * key_stride
-    key_stride,  # elements between two tokens' key rows
-    value_ptr,  # [T, H_kv, D]
-    value_stride,  # elements between two tokens' value rows
-    k_cache_ptr,  # [N, S, H_kv, D] contiguous: row `slot` at slot * ROW
-    v_cache_ptr,  # [N, S, H_kv, D] contiguous
-    slot_mapping_ptr,  # [T] int32, -1 = write nothing
-    ROW: tl.constexpr,  # H_kv * D
-    BLOCK: tl.constexpr,  # next power of two >= ROW
-):
-    t = tl.program_id(0)
-    slot = tl.load(slot_mapping_ptr + t).to(tl.int64)  # int64: slot * ROW can pass 2**31 in a big cache
-    if slot < 0:  # a padding token
-        return
-    offs = tl.arange(0, BLOCK)  # [BLOCK]
-    mask = offs < ROW  # [BLOCK] the lanes inside the row
-    key = tl.load(key_ptr + t * key_stride + offs, mask=mask)  # read ROW
-    value = tl.load(value_ptr + t * value_stride + offs, mask=mask)  # read ROW
-    tl.store(k_cache_ptr + slot * ROW + offs, key, mask=mask)  # write ROW
-    tl.store(v_cache_ptr + slot * ROW + offs, value, mask=mask)  # write ROW
+from pagedkv_lib.kernels import store_kvcache_triton as library_store_kvcache
 
 
-def my_store(key, value, k_cache, v_cache, slot_mapping):
-    T, H_kv, D = key.shape
-    assert key.stride(2) == 1 and key.stride(1) == D, "each token's row must be contiguous"
-    store_kernel[(T,)](key, key.stride(0), value, value.stride(0), k_cache, v_cache, slot_mapping,
-                       ROW=H_kv * D, BLOCK=triton.next_power_of_2(H_kv * D))
-
-# %% [markdown]
-# Now the three situations that broke `store_v0`, checked against `pk.store_kvcache` (the caches compared with
-# NaN equal to NaN), with the guards watched:
-
-# %%
 def check_store(H_kv, D, slots, strided, block_size=4, num_blocks=8, seed=0):
     g = torch.Generator().manual_seed(seed)
     T, H = len(slots), 2
@@ -235,7 +231,7 @@ def check_store(H_kv, D, slots, strided, block_size=4, num_blocks=8, seed=0):
         key, value = key.contiguous(), value.contiguous()
     slot_mapping = torch.tensor(slots, dtype=torch.int32, device=dev)
     bufs, (k_cache, v_cache) = guarded_caches(num_blocks, block_size, H_kv, D)
-    my_store(key, value, k_cache, v_cache, slot_mapping)
+    library_store_kvcache(key, value, k_cache, v_cache, slot_mapping)
     k_ref, v_ref = nan_caches(num_blocks, block_size, H_kv, D)
     pk.store_kvcache(key, value, k_ref, v_ref, slot_mapping)
     same = all(torch.equal(a.nan_to_num(), b.nan_to_num()) for a, b in ((k_cache, k_ref), (v_cache, v_ref)))
@@ -247,26 +243,15 @@ print("ROW 15, last slot 31:    same, guards (k), guards (v) =", check_store(3, 
 print("slot -1 twice:           same, guards (k), guards (v) =", check_store(2, 4, [28, -1, 3, -1], False))
 
 # %% [markdown]
-# ## 5. The library's kernel
+# ## 5. The library's kernel, checked
 #
-# `pagedkv_lib.kernels.triton_store_kvcache` holds the same kernel (named `_store_kvcache_kernel`) and a
-# launcher that first validates shapes, dtypes, devices and the row layout (`store_kvcache_triton`), plus
-# an unchecked `launch_store_kvcache` for timing and CUDA graphs.
+# Besides the kernel (`_store_kvcache_kernel`), the module has a launcher that first validates shapes, dtypes,
+# devices and the row layout (`store_kvcache_triton`), and an unchecked `launch_store_kvcache` for timing and
+# CUDA graphs. Their source opens once your own kernel passes (after the exercise). Checked against the
+# PyTorch version, in whatever mode this machine runs Triton: block sizes 4, 16 and 256, fp32, fp16 and bf16,
+# contiguous rows and qkv views, padding slots, a random permutation of slots.
 
 # %%
-from pagedkv_lib.kernels import triton_store_kvcache as library_store
-
-print(inspect.getsource(library_store._store_kvcache_kernel.fn))
-print(inspect.getsource(library_store.launch_store_kvcache))
-
-# %% [markdown]
-# Checked against the PyTorch version, in whatever mode this machine runs Triton: block sizes 4, 16 and 256,
-# fp32, fp16 and bf16, contiguous rows and qkv views, padding slots, a random permutation of slots.
-
-# %%
-from pagedkv_lib.kernels import store_kvcache_triton as library_store_kvcache
-
-
 def compare_library(block_size, dtype, strided, seed):
     g = torch.Generator().manual_seed(seed)
     T, H, H_kv, D = 40, 4, 2, 8
@@ -345,10 +330,16 @@ else:
 #     python practice/judge.py 130
 #     python practice/judge.py 130 --device cuda --bench      # on a machine with a GPU
 #
-# Or solve it here: write your kernel and launcher below and run the cell; `judge(130, globals())` grades
+# Or solve it here: write your kernel and launcher below and run the cell; `judge(130)` grades
 # `store_kvcache_triton` from this notebook on the same hidden cases, in Triton's interpreter (until you do,
 # it reports *not implemented*). On a GPU machine this notebook's Triton was imported for the GPU: save your
 # code to `practice/130_*.py` and grade it there with `--device cuda`.
+#
+# **A note on masks in the interpreter.** If you fold the -1 test into the mask instead of returning early,
+# Triton's interpreter (3.9, on the CPU) rejects `mask=(offs < ROW) & (slot >= 0)` with "mask has
+# unsupported dtype": `slot >= 0` is a scalar, and a scalar combined with a block of lanes is not a mask it
+# accepts (`tl.broadcast_to` does not help either). Compare a block instead, `(offs < ROW) & (slot + 0 * offs
+# >= 0)`, or return before any store when `slot < 0`.
 
 # %%
 from pagedkv_lib.judge import judge
@@ -358,7 +349,21 @@ def store_kvcache_triton(key, value, k_cache, v_cache, slot_mapping):
     raise NotImplementedError  # your code here: launch your kernel, one program per token
 
 
-result = judge(130, globals())
+result = judge(130)
+
+# %% [markdown]
+# Once your kernel passes, `show_reference(130)` prints the PyTorch version it is graded against, and the cell
+# prints the library's Triton kernel and launcher too (until then it says what to do first):
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+# (what it prints depends on your own progress)
+from pagedkv_lib.judge import show_reference
+from pagedkv_lib.kernels import triton_store_kvcache as library_store
+
+if show_reference(130):
+    print(inspect.getsource(library_store._store_kvcache_kernel.fn))
+    print(inspect.getsource(library_store.launch_store_kvcache))
 
 # %% [markdown]
 # ## In real systems

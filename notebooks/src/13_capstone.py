@@ -13,12 +13,24 @@
 # %%
 import sys
 
-if "google.colab" in sys.modules:  # Colab: fetch and install the course first
+if "google.colab" in sys.modules:  # Colab: clone the course and install it (pagedkv_lib/environment.py)
+    import os
     import subprocess
 
-    subprocess.run("git clone -q https://github.com/pagedkv-course/pagedkv-course /content/course"
-                   " && pip install -q -e /content/course", shell=True, check=True)
-    sys.path.insert(0, "/content/course")
+    url = os.environ.get("PAGEDKV_COURSE_REPO", "https://github.com/pagedkv-course/pagedkv-course")
+    home = os.environ.get("PAGEDKV_COURSE_DIR", "/content/course")
+    if not os.path.isdir(home) and subprocess.run(["git", "clone", "-q", url, home],
+                                                  capture_output=True).returncode:
+
+        class CourseSetupError(Exception):
+            def _render_traceback_(self):  # a notebook shows this one line, not a traceback
+                return [str(self)]
+
+        raise CourseSetupError(f"Could not clone the course from {url}; check the address and the network.")
+    sys.path.insert(0, home)
+    from pagedkv_lib.environment import install_course
+
+    install_course(home)
 from pagedkv_lib.environment import describe_environment
 
 print(describe_environment())
@@ -158,9 +170,12 @@ print(f"{len(stats)} steps: {num_prefill} prefill, {len(stats) - num_prefill} de
 # released blocks whose hash can still be hit; light grey: free).
 
 # %%
+import matplotlib.pyplot as plt
+
 stepper = EngineStepper(frames)
 print(stepper.describe(3))
-frame_figure(frames[3])
+frame_figure(frames[3], plt.figure(figsize=(8, 1.7), dpi=80))
+plt.show()
 
 # %%
 stepper.widget
@@ -173,7 +188,8 @@ stepper.widget
 # its own released blocks are often still in the cache.
 
 # %%
-plot_engine_stats(stats)
+plot_engine_stats(stats, plt.figure(figsize=(8, 3.6), dpi=80))
+plt.show()
 
 # %% [markdown]
 # ## 5. One scheduling step, by hand
@@ -262,8 +278,6 @@ explorer.widget
 # would need 200 x 4096 = 800K).
 
 # %%
-import matplotlib.pyplot as plt
-
 fig, ax = plt.subplots(figsize=(8, 3), dpi=80)
 sweep = draw_throughput_sweep(ax, requests, [16, 32, 64, 128, 256, 512], block_size=16)
 fig.subplots_adjust(bottom=0.16)
@@ -295,7 +309,7 @@ print(serving_summary({p: simulate_serving(big, p, budget_tokens=256 * 1024, blo
 #
 # The paper served OPT-13B on one A100-40GB: 12 GiB of KV cache, 15,728 slots of 800 KiB (Table 1, p. 9),
 # `max_len` 2048, vLLM's default block of 16 (§7.2). Here are 10,000 requests drawn like its ShareGPT trace
-# (notebook 01, section 9), all queued at step 0. For each policy: the average batch while requests wait
+# (section 9 of notebook 01), all queued at step 0. For each policy: the average batch while requests wait
 # (Fig. 13a, p. 10, beside the paper's), the rate it sustains in requests per 1,000 steps, and where its KV
 # memory went over the run, in Fig. 2's four categories.
 
@@ -374,7 +388,7 @@ def schedule(waiting, running, block_manager, max_num_seqs, max_num_batched_toke
     raise NotImplementedError  # your code here (contract: practice/132_scheduler_step.py), then run again
 
 
-judge(132)
+result = judge(132)
 
 # %% [markdown]
 # ## In real systems

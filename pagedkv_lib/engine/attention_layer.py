@@ -1,7 +1,8 @@
 """The paged attention layer: write this step's K/V into the cache, then attend through the block tables.
 
 Shapes: docs/conventions.md. nano-vllm's `Attention.forward` (`nanovllm/layers/attention.py`) reads its
-metadata from a hidden module-level context; here it is an explicit `ModelInputs` argument (STYLE rule 9).
+metadata from a hidden module-level context; here it is an explicit `ModelInputs` argument, so that
+no hidden global state decides what a layer reads.
 
     prefill: store_kvcache(k, v, ...) for the new tokens, then varlen attention over the CACHE: a prefix hit
              (or a same-step duplicate prefix) leaves keys in the cache that are not among this step's tokens

@@ -1,11 +1,12 @@
 """Notebook 13's pictures of the mini engine: its steps and its block pool over time.
 
-    plot_engine_stats(stats)                 batch size, prefix-cache hits and preemptions, step by step
+    plot_engine_stats(stats, fig=None)       batch size, prefix-cache hits and preemptions, step by step
     engine_frames(llm)                       run an LLMEngine to the end, one block-map Frame per step
-    frame_figure(frame)                      one of those frames as a static picture
+    frame_figure(frame, fig=None)            one of those frames as a static picture
     EngineStepper(frames)                    block_map.BlockMapStepper over those frames
 Every number comes from `pagedkv_lib.engine`; this module only draws. The serving simulation's pictures are
-in `viz.serving_plots`.
+in `viz.serving_plots`. A notebook passes a pyplot figure (`fig=plt.figure(...)`) and calls `plt.show()`, so
+that the picture is stored as an image; without `fig` the functions make a standalone Figure (widgets, tests).
 Owner keys follow `viz.prefix_cache`: a sequence's id, SHARED for ref_count > 1, RELEASED for a free block
 whose hash can still be hit (so at most RELEASED = 7 sequences per stepper run).
 """
@@ -23,12 +24,13 @@ from pagedkv_lib.viz.prefix_cache import RELEASED, SHARED, block_state
 COLORS = {"prefill": "#1f77b4", "decode": "#ff7f0e", "cached": "#2ca02c", "preempted": "#d62728"}
 
 
-def plot_engine_stats(stats, figsize=(8, 3.6), dpi=80) -> Figure:
+def plot_engine_stats(stats, fig: Figure | None = None, figsize=(8, 3.6), dpi=80) -> Figure:
     """Three panels over the steps of one run (`LLMEngine.stats`): sequences per step (prefill / decode),
-    prompt tokens computed vs found in the prefix cache, preemptions with the free blocks."""
+    prompt tokens computed vs found in the prefix cache, preemptions with the free blocks. Drawn into `fig`
+    (empty) if given."""
     steps = np.arange(len(stats))                                                 # [S]
     prefill = np.array([s.is_prefill for s in stats])                             # [S]
-    fig = Figure(figsize=figsize, dpi=dpi)
+    fig = fig if fig is not None else Figure(figsize=figsize, dpi=dpi)
     ax_batch, ax_tokens, ax_pre = fig.subplots(3, 1, sharex=True)
     seqs = np.array([s.num_seqs for s in stats])
     ax_batch.bar(steps, seqs, color=[COLORS["prefill" if p else "decode"] for p in prefill], width=0.8)
@@ -114,9 +116,10 @@ def _engine_frame(llm, seqs: dict, description: str) -> Frame:
     return Frame(description, owners, labels, list(bm.free_block_ids), tables, names)
 
 
-def frame_figure(frame: Frame, figsize=(8, 1.7), dpi=80) -> Figure:
-    """One frame as a static picture (what the stepper shows), with the owners' legend on the right."""
-    fig = Figure(figsize=figsize, dpi=dpi)
+def frame_figure(frame: Frame, fig: Figure | None = None, figsize=(8, 1.7), dpi=80) -> Figure:
+    """One frame as a static picture (what the stepper shows), with the owners' legend on the right; drawn
+    into `fig` (empty) if given."""
+    fig = fig if fig is not None else Figure(figsize=figsize, dpi=dpi)
     ax = fig.add_axes((0.01, 0.02, 0.8, 0.84))
     draw_block_map(ax, frame.owners, labels=frame.labels, names=frame.names, title=frame.description)
     return fig
