@@ -25,6 +25,12 @@ def prompts(n: int = 4, seed: int = 0) -> list[list[int]]:
     return [[rng.randrange(512) for _ in range(rng.randint(5, 30))] for _ in range(n)]
 
 
+def fp8_dense_attention(q, k, v, scale):
+    """The no-cache reference's attention with K and V through the fp8 round trip at scale 1.0."""
+    k, v = (dequantize_fp8(quantize_fp8(x, 1.0), 1.0, x.dtype) for x in (k, v))
+    return dense_causal_attention(q, k, v, scale)
+
+
 def fp8_engine() -> LLM:
     return LLM(EngineConfig(block_size=4, num_kvcache_blocks=64, max_model_len=64, kv_cache_dtype="fp8"))
 
@@ -39,10 +45,6 @@ def test_fp8_cache_holds_one_byte_per_element_half_of_bf16():
 
 def test_fp8_engine_matches_a_no_cache_reference_whose_kv_make_the_same_fp8_round_trip(monkeypatch):
     """Scales 1.0 (the default): every key and value the engine attends to is dequant(quant(x, 1), 1)."""
-    def fp8_dense_attention(q, k, v, scale):
-        k, v = (dequantize_fp8(quantize_fp8(x, 1.0), 1.0, x.dtype) for x in (k, v))
-        return dense_causal_attention(q, k, v, scale)
-
     ps, n = prompts(), 12
     llm = fp8_engine()
     got = llm.generate(ps, SamplingParams(max_tokens=n), use_tqdm=False)
@@ -96,3 +98,17 @@ def test_engine_config_refuses_an_unsupported_kv_cache_dtype(kwargs, match):
 def test_fp8_e4m3_is_an_alias_of_fp8():
     assert EngineConfig(kv_cache_dtype="fp8_e4m3").kv_cache_torch_dtype == FP8_DTYPE
     assert EngineConfig(model=ModelConfig(dtype=torch.float16)).kv_cache_torch_dtype == torch.float16
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(),
+                    reason="needs a GPU: Triton's interpreter stores fp8 wrongly (test_kv_quant_triton.py)")
+def test_fp8_engine_on_the_triton_kernels_matches_the_fp8_reference(monkeypatch):
+    """store_kvcache and decode attention through the Triton kernels, fp8 cache, natively."""
+    ps = prompts(2)
+    llm = LLM(EngineConfig(block_size=4, num_kvcache_blocks=64, max_model_len=64, device="cuda",
+                           use_triton=True, kv_cache_dtype="fp8"))
+    assert llm.model_runner.kernels.name == "triton"
+    got = llm.generate(ps, SamplingParams(max_tokens=4), use_tqdm=False)
+    monkeypatch.setattr(model_module, "dense_causal_attention", fp8_dense_attention)
+    model = Qwen3ForCausalLM(ModelConfig())
+    assert got == [greedy_reference(model, p, 4) for p in ps]

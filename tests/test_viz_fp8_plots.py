@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from pagedkv_lib.studies.fp8_greedy_agreement import Flip, GreedyAgreement
 from pagedkv_lib.viz import fp8_plots
 
@@ -40,6 +42,18 @@ def test_from_decode_results_takes_the_two_methods_of_each_shape():
     got = fp8_plots.from_decode_results(bench, "triton", "triton_fp8")
     assert got["shapes"] == [{"B": 8, "L": 4096, "block_size": 16, "bf16": {"us": 20.0, "bytes": 1000},
                               "fp8": {"us": 11.0, "bytes": 500}}]
+
+
+def test_write_fp8_speed_stores_the_schema_the_table_reads_and_refuses_a_run_without_fp8(tmp_path):
+    bench = {"device": "d", "copy_gbs": 2000.0, "shapes": [
+        {"B": 64, "L": 4096, "block_size": 16, "bytes": 1_000_000_000,
+         "methods": {"triton": {"us": 500.0}, "triton_fp8": {"us": 270.0, "bytes": 500_000_000}}}]}
+    (tmp_path / "bench.json").write_text(json.dumps(bench))
+    path = fp8_plots.write_fp8_speed(tmp_path / "bench.json", "triton", "triton_fp8", tmp_path)
+    table = fp8_plots.speed_table(fp8_plots.load_fp8_speed(tmp_path))
+    assert path.name == fp8_plots.FP8_RESULT and "1.85x" in table
+    with pytest.raises(ValueError, match="no shape has both methods 'triton' and 'fp8'"):
+        fp8_plots.write_fp8_speed(tmp_path / "bench.json", "triton", "fp8", tmp_path)
 
 
 def test_figures_draw_one_line_per_cache_and_the_whole_grid():

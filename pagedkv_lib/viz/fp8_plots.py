@@ -14,11 +14,17 @@ Its schema (every time a median per call, every byte count per call):
     }
 
 `from_decode_results` builds this from benchmarks/bench_decode.py's own JSON (decode_h200.json's layout:
-shapes[i].methods[name] = {"us", ...}, shapes[i].bytes) given the names of the bf16 and fp8 methods.
+shapes[i].methods[name] = {"us", ...}, shapes[i].bytes) given the names of the bf16 and fp8 methods; from
+the repository root, after a GPU run,
+
+    python -m pagedkv_lib.viz.fp8_plots benchmarks/results/decode_h200.json BF16_METHOD FP8_METHOD
+
+writes benchmarks/results/decode_fp8_h200.json and prints the table.
 Shapes: docs/conventions.md.
 """
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
@@ -127,3 +133,22 @@ def speed_table(result: dict | None) -> str:
                      f"{r['fp8']['us']:9.1f} {r['bf16']['us'] / r['fp8']['us']:7.2f}x {cells[0]:>10} "
                      f"{cells[1]:>10}")
     return "\n".join(lines)
+
+
+def write_fp8_speed(bench: Path | str, bf16: str, fp8: str, folder: Path | str = RESULTS) -> Path:
+    """FP8_RESULT in `folder`, from a bench_decode.py JSON and its bf16 and fp8 method names."""
+    result = from_decode_results(json.loads(Path(bench).read_text()), bf16, fp8)
+    if not result["shapes"]:
+        raise ValueError(f"{bench}: no shape has both methods {bf16!r} and {fp8!r} timed")
+    path = Path(folder) / FP8_RESULT
+    path.write_text(json.dumps(result, indent=1) + "\n")
+    return path
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=write_fp8_speed.__doc__)
+    parser.add_argument("bench", help="the JSON bench_decode.py wrote")
+    parser.add_argument("bf16", help="its method name for the bf16 cache")
+    parser.add_argument("fp8", help="its method name for the fp8 cache")
+    args = parser.parse_args()
+    print(speed_table(json.loads(write_fp8_speed(args.bench, args.bf16, args.fp8).read_text())))
