@@ -3,9 +3,12 @@ seeds, the cases cover every clause of the contract, and the checks name mistake
 torch (a cast that turns overflow into NaN, as torch before 2.12 did; a write before the error)."""
 from __future__ import annotations
 
+import pickle
+
 import pytest
 import torch
 
+from pagedkv_lib.judge import isolation
 from pagedkv_lib.judge.cases import diff_free, ex134
 from pagedkv_lib.judge.grading import grade
 from pagedkv_lib.judge.registry import get
@@ -15,6 +18,19 @@ from pagedkv_lib.judge.registry import get
 def test_134_solution_passes_other_random_cases(seed):
     (result,) = grade(134, [get(134).solution_path], seed=seed, isolation="fork")
     assert result.ok, result.first_failure
+
+
+def test_134_cases_survive_the_pickle_that_carries_them_into_the_sandbox():
+    """torch cannot unpickle a float8 tensor: the caches travel as uint8."""
+    cases = ex134.build(0)
+    assert diff_free([c.args for c in pickle.loads(pickle.dumps(cases))], [c.args for c in cases])
+
+
+def test_134_solution_passes_in_the_sandbox_the_cli_uses():
+    if isolation.bwrap_path() is None:
+        pytest.skip("bwrap is missing or cannot sandbox here (.ci/run installs Debian's bubblewrap)")
+    (result,) = grade(134, [get(134).solution_path], isolation="bwrap")
+    assert result.ok and result.isolation.startswith("bwrap"), (result.load, result.first_failure)
 
 
 def test_134_a_seed_reruns_the_same_random_cases_and_another_changes_them():

@@ -1,7 +1,9 @@
 """Cases of exercise 134, FP8 KV cache: `store_kvcache_fp8` (every cache byte compared exactly) and
 `gather_kv_dequant` (compared at atol 0, rtol torch.finfo(dtype).eps).
 
-Caches start as random bytes, NaN encodings (0x7F, 0xFF) included, so a byte written by mistake or a garbage
+Caches start as random bytes, NaN encodings (0x7F, 0xFF) included, and travel in the case as uint8 (torch
+cannot unpickle a float8 tensor, and the sandboxed child receives its cases pickled); `run` views them as
+float8_e4m3fn. so a byte written by mistake or a garbage
 row read by mistake shows. Keys and values are drawn so that x / scale spans e4m3's whole range: subnormals,
 the top binade, and past +-448 (saturation). On a failure the check recomputes the usual wrong variants
 (multiply instead of divide, the scale twice or not at all, divided in bf16, saturated at 240 or before
@@ -17,7 +19,7 @@ import torch
 from pagedkv_lib.judge.compare import close, diff, kind, show
 from pagedkv_lib.judge.outcome import Outcome, wrong
 
-from . import Case, fresh, observe, tensor_text
+from . import Case, fresh, observe
 from .ex124 import split_qkv
 
 FP8 = torch.float8_e4m3fn
@@ -78,8 +80,8 @@ def build(seed: int, device: str = "cpu") -> list[Case]:
 
 
 def _garbage(shape, g) -> torch.Tensor:
-    """Random bytes as an fp8 tensor: every e4m3 value, NaN encodings included."""
-    return torch.randint(0, 256, shape, generator=g, dtype=torch.uint8).view(FP8)
+    """Random bytes (uint8; viewed as fp8 they are every e4m3 value, NaN encodings included)."""
+    return torch.randint(0, 256, shape, generator=g, dtype=torch.uint8)
 
 
 def _store_case(name, N, S, H_kv, D, slots, dtype, strided, k_scale, v_scale, values, seed) -> Case:
@@ -107,7 +109,8 @@ def _store_case(name, N, S, H_kv, D, slots, dtype, strided, k_scale, v_scale, va
              f"v_scale={v_scale}), block_size {S}:",
              f"key, value: shape [{T}, {H_kv}, {D}] {dtype}{layout}; largest |key / k_scale| {reach[0]:.4g}, "
              f"|value / v_scale| {reach[1]:.4g}",
-             tensor_text("k_cache, v_cache", args["k_cache"], " (random bytes, NaN encodings included)"),
+             f"k_cache, v_cache: shape {[N, S, H_kv, D]} float8_e4m3fn (random bytes, NaN encodings "
+             "included)",
              f"slot_mapping = {show(slots)}"]
     return Case(name, args, lines)
 
@@ -119,12 +122,13 @@ def _gather_case(name, N, S, H_kv, D, context_len, padding, dtype, scale, seed) 
     cache = _garbage((N, S, H_kv, D), g)                                        # [N, S, H_kv, D]
     finite = torch.randint(0, 127, (need * S, H_kv, D), generator=g, dtype=torch.uint8)   # 0x00..0x7E
     finite |= torch.randint(0, 2, finite.shape, generator=g, dtype=torch.uint8) << 7        # either sign
-    cache.view(torch.uint8)[table[:need]] = finite.view(need, S, H_kv, D)
+    cache[table[:need]] = finite.view(need, S, H_kv, D)
     args = {"fn": "gather_kv_dequant", "cache": cache, "block_table": torch.tensor(table, dtype=torch.int32),
             "context_len": context_len, "scale": scale, "dtype": dtype}
     lines = [f"gather_kv_dequant(cache, block_table, context_len={context_len}, scale={scale}, "
              f"dtype={DTYPES[dtype]}), block_size {S}:",
-             tensor_text("cache", cache, " (rows outside the context: random bytes, NaN encodings included)"),
+             f"cache: shape {[N, S, H_kv, D]} float8_e4m3fn (rows outside the context: random bytes, NaN "
+             "encodings included)",
              f"block_table = {show(table)}"]
     return Case(name, args, lines)
 
@@ -135,24 +139,19 @@ def run(ns, case: Case) -> dict:
     if a["fn"] == "store_kvcache_fp8":
         key, value = split_qkv(a)
         try:
-            ns["store_kvcache_fp8"](key, value, a["k_cache"], a["v_cache"], a["slot_mapping"],
-                                    k_scale=a["k_scale"], v_scale=a["v_scale"])
+            ns["store_kvcache_fp8"](key, value, a["k_cache"].view(FP8), a["v_cache"].view(FP8),
+                                    a["slot_mapping"], k_scale=a["k_scale"], v_scale=a["v_scale"])
         except ValueError as exc:
             raised = f"ValueError: {exc}"[:300]
-        return {"raised": raised, "caches": _bytes(a["k_cache"], a["v_cache"]),
+        return {"raised": raised, "caches": observe([a["k_cache"], a["v_cache"]]),
                 "inputs": observe([a["qkv"], a["slot_mapping"]])}
     out = None
     try:
-        out = ns["gather_kv_dequant"](a["cache"], a["block_table"], a["context_len"], a["scale"],
+        out = ns["gather_kv_dequant"](a["cache"].view(FP8), a["block_table"], a["context_len"], a["scale"],
                                       DTYPES[a["dtype"]])
     except ValueError as exc:
         raised = f"ValueError: {exc}"[:300]
-    return {"raised": raised, "out": observe(out), "inputs": [*_bytes(a["cache"]), observe(a["block_table"])]}
-
-
-def _bytes(*caches) -> list:
-    """fp8 caches as their raw bytes (uint8): compared exactly, NaN encodings included."""
-    return observe([c.view(torch.uint8) for c in caches])
+    return {"raised": raised, "out": observe(out), "inputs": observe([a["cache"], a["block_table"]])}
 
 
 def check(case: Case, expected: dict, got: dict) -> Outcome:
@@ -200,7 +199,7 @@ def _quantize(x, scale, *, op="div", twice=False, in_dtype=False, bound=FP8_MAX,
 
 def _store_variant(a: dict, *, skip=True, swap=False, swap_scales=False, **quant) -> list:
     key, value = split_qkv(a)
-    caches = [a["k_cache"].clone(), a["v_cache"].clone()]
+    caches = [a["k_cache"].clone().view(FP8), a["v_cache"].clone().view(FP8)]
     scales = [a["k_scale"], a["v_scale"]][:: -1 if swap_scales else 1]
     S = caches[0].shape[1]
     for t, slot in enumerate(a["slot_mapping"].tolist()):
@@ -210,7 +209,7 @@ def _store_variant(a: dict, *, skip=True, swap=False, swap_scales=False, **quant
         n, s = (slot // S, slot % S) if slot >= 0 else (-1, -1)          # -1 followed: the last row
         for cache, row, scale in zip(caches, rows, scales):
             cache[n, s] = _quantize(row, scale, **quant)
-    return _bytes(*caches)
+    return observe([c.view(torch.uint8) for c in caches])
 
 
 STORE_HINTS = [
@@ -237,7 +236,7 @@ def _check_store(a: dict, expected: dict, got: dict) -> Outcome | None:
     e_val, g_val = (torch.tensor([v], dtype=torch.uint8).view(FP8).float().item() for v in (e, g))
     message = (f"{which}[{n}, {s}, {h}, {d}] (slot {slot}): expected {e_val:g} (byte 0x{e:02X}), "
                f"got {g_val:g} (byte 0x{g:02X})")
-    original = _bytes(a["k_cache"], a["v_cache"])
+    original = observe([a["k_cache"], a["v_cache"]])
     if diff(original, got["caches"]) is None:
         return wrong(message, "nothing was written: write into k_cache/v_cache in place (a copy, or a "
                      "rebound name, leaves the caller's cache unchanged)")
@@ -258,7 +257,8 @@ def _check_store(a: dict, expected: dict, got: dict) -> Outcome | None:
 
 def _gather_variant(a: dict, scale_op: str) -> torch.Tensor:
     S, n = a["cache"].shape[1], a["context_len"]
-    rows = a["cache"][a["block_table"][: -(-n // S)].long()].reshape(-1, *a["cache"].shape[2:])[:n].double()
+    cache = a["cache"].view(FP8)
+    rows = cache[a["block_table"][: -(-n // S)].long()].reshape(-1, *cache.shape[2:])[:n].double()
     s = a["scale"]
     return {"div": rows / s, "twice": rows * s * s, "none": rows}[scale_op]
 
