@@ -80,6 +80,22 @@ def test_fp8_store_kernel_matches_the_reference_byte_for_byte(T, H_kv, D, block_
     assert torch.equal(_bytes(k_tri), _bytes(k_ref)) and torch.equal(_bytes(v_tri), _bytes(v_ref))
 
 
+def test_fp8_store_kernel_saturates_and_keeps_nan_like_the_reference():
+    """Values past +-448 * scale, and NaN: saturation is checked in the interpreter too (the clamp happens
+    before its faulty conversion, and +-448 converts exactly); NaN only where the conversion is exact."""
+    key = torch.tensor([1e4, -1e4, 449.0, float("nan"), float("inf"), -float("inf"), 448.0, 0.0],
+                       device=DEVICE).view(1, 1, 8)                       # [T=1, H_kv=1, D=8]
+    caches = [torch.zeros(1, 1, 1, 8, dtype=FP8_DTYPE, device=DEVICE) for _ in range(2)]
+    store_kvcache_triton(key, key, *caches, torch.zeros(1, dtype=torch.int32, device=DEVICE), k_scale=1.0,
+                         v_scale=0.5)
+    k, v = (c.float().flatten().cpu() for c in caches)
+    assert k[[0, 1, 2, 4, 5, 6]].tolist() == [448.0, -448.0, 448.0, 448.0, -448.0, 448.0]
+    assert v[[0, 1, 2, 4, 5, 6]].tolist() == [448.0, -448.0, 448.0, 448.0, -448.0, 448.0]
+    assert k[7] == 0 and v[7] == 0
+    if TROUBLE is None:                        # the interpreter stores a NaN as 384 whatever the kernel does
+        assert torch.isnan(k[3]) and torch.isnan(v[3])
+
+
 @needs_exact_fp8
 def test_fp8_store_kernel_reads_key_and_value_as_views_of_a_fused_qkv():
     g = torch.Generator().manual_seed(5)

@@ -42,9 +42,11 @@ except ImportError as exc:  # triton is optional off Linux
 
 @triton.jit
 def _quantize_fp8(x, scale, FP8_MAX: tl.constexpr):
-    """x / scale in fp32, correctly rounded, saturated to +-FP8_MAX (the store then rounds to e4m3)."""
+    """x / scale in fp32, correctly rounded, saturated to +-FP8_MAX (the store then rounds to e4m3); a NaN
+    stays NaN, as in torch.clamp (PTX's max/min would return the other operand)."""
     y = tl.div_rn(x.to(tl.float32), scale)
-    return tl.minimum(tl.maximum(y, -FP8_MAX), FP8_MAX)
+    y = tl.maximum(y, -FP8_MAX, propagate_nan=tl.PropagateNan.ALL)
+    return tl.minimum(y, FP8_MAX, propagate_nan=tl.PropagateNan.ALL)
 
 
 @triton.jit
