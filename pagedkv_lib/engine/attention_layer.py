@@ -10,6 +10,10 @@ no hidden global state decides what a layer reads.
 
 `Kernels` names the three functions used: the PyTorch references of `pagedkv_lib` on CPU, the Triton
 kernels of `pagedkv_lib.kernels` (store and decode; prefill stays on the reference) on a CUDA GPU.
+
+An fp8 cache (float8_e4m3fn) needs a scale for K and one for V: each layer holds its own (`k_scale`,
+`v_scale`, 1.0 by default as in vLLM) and passes them to all three kernels; with `calculate_kv_scales` it
+sets them once from the first K/V it stores (`kv_quant`, vLLM's `calc_kv_scales`) and never again.
 """
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from pagedkv_lib.core.kv_quant import K_SCALE_CONSTANT, V_SCALE_CONSTANT, calibrate_kv_scales, is_fp8
 from pagedkv_lib.core.model_inputs import ModelInputs
 from pagedkv_lib.core.paged_attention import paged_attention_decode, paged_attention_varlen
 from pagedkv_lib.core.store_kvcache import store_kvcache
@@ -63,17 +68,29 @@ class Attention(nn.Module):
         super().__init__()
         self.scale = scale
         self.kernels = kernels
+        self.k_scale, self.v_scale = 1.0, 1.0     # fp8 caches only: stored = value / scale
+        self.calculate_kv_scales = False          # True: set both from the first forward, then never again
+
+    def cache_scales(self, k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor) -> dict:
+        """The keyword arguments the kernels need for this cache: the scales if it is fp8, else none."""
+        if not is_fp8(k_cache):
+            return {}
+        if self.calculate_kv_scales:
+            self.k_scale, self.v_scale = calibrate_kv_scales(k, v, K_SCALE_CONSTANT, V_SCALE_CONSTANT)
+            self.calculate_kv_scales = False
+        return {"k_scale": self.k_scale, "v_scale": self.v_scale}
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor,
                 v_cache: torch.Tensor, inputs: ModelInputs) -> torch.Tensor:
         """q [T, H, D], k and v [T, H_kv, D], caches [N, S, H_kv, D] -> out [T, H, D]."""
-        self.kernels.store_kvcache(k, v, k_cache, v_cache, inputs.slot_mapping)
+        scales = self.cache_scales(k, v, k_cache)
+        self.kernels.store_kvcache(k, v, k_cache, v_cache, inputs.slot_mapping, **scales)
         if inputs.block_tables is None:
             raise ValueError("inputs.block_tables: attention reads the cache and needs the block tables; "
                              "got None (ModelRunner fills them in for prefills without a prefix hit)")
         if inputs.is_prefill:
             seq_lens = inputs.cu_seqlens_k.diff()                          # [B]
             return self.kernels.varlen(q, k_cache, v_cache, inputs.block_tables, seq_lens,
-                                       inputs.cu_seqlens_q, self.scale)   # [T, H, D]
+                                       inputs.cu_seqlens_q, self.scale, **scales)  # [T, H, D]
         return self.kernels.decode(q, k_cache, v_cache, inputs.block_tables, inputs.context_lens,
-                                   self.scale)                            # [B, H, D], T = B
+                                   self.scale, **scales)                  # [B, H, D], T = B

@@ -5,6 +5,12 @@ default (4 layers, hidden 256, 8 query heads, 2 KV heads, vocab 512) that runs o
 `EngineConfig` holds the scheduler's limits and the KV pool. Unlike nano-vllm, the pool is given in blocks
 (`num_kvcache_blocks`) rather than measured from free GPU memory, and any block size is allowed (the course's
 reference attention has no FlashAttention constraint). Every check says what was expected and what was given.
+
+The KV cache's dtype follows vLLM's `kv_cache_dtype`: "auto" stores K/V in the model's dtype; "fp8" (or its
+alias "fp8_e4m3") stores float8 e4m3 bytes with one scale per tensor and layer (notebook 12). The scales are
+1.0 (vLLM's default) unless `calculate_kv_scales`, which sets each layer's once, from the K/V of the first
+forward (amax / 200 for keys, amax / 100 for values, vLLM's constants), and never changes them afterwards.
+vLLM's "fp8_e5m2" is refused: the course's kernels read e4m3 only.
 """
 from __future__ import annotations
 
@@ -12,7 +18,10 @@ from dataclasses import dataclass, field
 
 import torch
 
+from pagedkv_lib.core.kv_quant import FP8_DTYPE
 from pagedkv_lib.core.validation import check_gqa, check_positive_int
+
+KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3")
 
 
 @dataclass(frozen=True)
@@ -55,8 +64,20 @@ class EngineConfig:
     max_model_len: int = 512               # longest sequence, prompt + generated
     device: str = "cpu"
     use_triton: bool | None = None         # None: the Triton kernels when CUDA and pagedkv_lib.kernels exist
+    kv_cache_dtype: str = "auto"           # "auto": the model's dtype; "fp8" / "fp8_e4m3": e4m3 with scales
+    calculate_kv_scales: bool = False      # fp8: set each layer's scales from the first forward (else 1.0)
+
+    @property
+    def kv_cache_torch_dtype(self) -> torch.dtype:
+        return self.model.dtype if self.kv_cache_dtype == "auto" else FP8_DTYPE
 
     def __post_init__(self):
+        if self.kv_cache_dtype not in KV_CACHE_DTYPES:
+            raise ValueError(f"kv_cache_dtype: expected one of {KV_CACHE_DTYPES} (e4m3 only: the course's "
+                             f"kernels do not read e5m2), got {self.kv_cache_dtype!r}")
+        if self.calculate_kv_scales and self.kv_cache_dtype == "auto":
+            raise ValueError("calculate_kv_scales: expected kv_cache_dtype 'fp8' (scales belong to an fp8 "
+                             "cache), got kv_cache_dtype 'auto'")
         for name in ("block_size", "num_kvcache_blocks", "max_num_seqs", "max_num_batched_tokens",
                      "max_model_len"):
             check_positive_int(name, getattr(self, name))

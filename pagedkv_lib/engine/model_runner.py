@@ -3,6 +3,7 @@
 Shapes: docs/conventions.md. nano-vllm's `nanovllm/engine/model_runner.py` without tensor
 parallelism or CUDA graphs: `allocate_kv_cache` once, then per step `prepare_prefill`/`prepare_decode`
 (from `pagedkv_lib.core.model_inputs`), the forward, the logits of each sequence's LAST token, the sampler.
+With `kv_cache_dtype="fp8"` the cache holds e4m3 bytes and each layer's `Attention` holds its scales.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pagedkv_lib.core.kv_cache import allocate_kv_cache
 from pagedkv_lib.core.model_inputs import ModelInputs, pad_block_tables, prepare_decode, prepare_prefill
 from pagedkv_lib.core.sequence import Sequence
 
-from .attention_layer import select_kernels
+from .attention_layer import Attention, select_kernels
 from .config import EngineConfig
 from .model import Qwen3ForCausalLM
 from .sampler import Sampler
@@ -29,9 +30,16 @@ class ModelRunner:
         self.model = Qwen3ForCausalLM(m, self.kernels).to(self.device)
         # zeros, not torch.empty: an unwritten row that is read by mistake shows as a wrong token, not a NaN
         self.kv_cache = allocate_kv_cache(m.num_hidden_layers, config.num_kvcache_blocks, config.block_size,
-                                          m.num_key_value_heads, m.head_dim, m.dtype, self.device,
-                                          fill=0.0)                       # [2, L, N, S, H_kv, D]
+                                          m.num_key_value_heads, m.head_dim, config.kv_cache_torch_dtype,
+                                          self.device, fill=0.0)          # [2, L, N, S, H_kv, D]
+        self.attention_layers = [a for a in self.model.modules() if isinstance(a, Attention)]  # one per layer
+        for attn in self.attention_layers:
+            attn.calculate_kv_scales = config.calculate_kv_scales
         self.sampler = Sampler(seed, self.device)
+
+    def kv_scales(self) -> list[tuple[float, float]]:
+        """(k_scale, v_scale) of every layer, in layer order (1.0 until calibrated; unused for 'auto')."""
+        return [(a.k_scale, a.v_scale) for a in self.attention_layers]
 
     def prepare(self, seqs: list[Sequence], is_prefill: bool) -> ModelInputs:
         """prepare_prefill/prepare_decode; a prefill always gets block tables: attention reads the cache."""

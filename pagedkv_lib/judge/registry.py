@@ -65,6 +65,7 @@ def resolve(target: str):
 
 _M = "pagedkv_lib.studies.memory"
 _ATTN = "pagedkv_lib.core.paged_attention"
+_KQ = "pagedkv_lib.core.kv_quant"
 _KS = "pagedkv_lib.kernels.triton_store_kvcache"                     # Triton kernels
 _KD = "pagedkv_lib.kernels.triton_decode_attention"
 EXERCISES: dict[int, Exercise] = {e.id: e for e in (
@@ -109,6 +110,11 @@ EXERCISES: dict[int, Exercise] = {e.id: e for e in (
     Exercise(132, "scheduler_step", "Scheduler with preemption", "hard", "13 Capstone: a mini engine",
              {"schedule": "pagedkv_lib.engine.scheduler:schedule"},
              forbidden=("pagedkv_lib.engine.scheduler:preempt", "pagedkv_lib.engine.scheduler:Scheduler")),
+    Exercise(134, "fp8_kv_cache", "FP8 KV cache", "medium", "12 FP8 KV cache",
+             {"store_kvcache_fp8": "pagedkv_lib.core.store_kvcache:store_kvcache",
+              "gather_kv_dequant": f"{_KQ}:gather_kv_dequant"},
+             forbidden=(f"{_KQ}:quantize_fp8", f"{_KQ}:dequantize_fp8",
+                        "pagedkv_lib.core.kv_cache:gather_kv")),
 )}
 
 

@@ -1,5 +1,6 @@
 """The course's studies and simulations, not parts of an engine: KV memory arithmetic (memory), the workloads
 (workload), the paper's reservation policies and paging (policies, buddy_allocator), where their memory goes
 (waste), external fragmentation over time (fragmentation), a serving simulation (serving_sim, reserving_sim,
-serving_result, serving_measures), and the paper's numbers beside the course's (paper_cells, paper_table).
+serving_result, serving_measures), the paper's numbers beside the course's (paper_cells, paper_table), and
+what an FP8 KV cache costs in accuracy (fp8_attention_error, fp8_greedy_agreement).
 """

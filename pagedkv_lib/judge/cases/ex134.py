@@ -1,0 +1,295 @@
+"""Cases of exercise 134, FP8 KV cache: `store_kvcache_fp8` (every cache byte compared exactly) and
+`gather_kv_dequant` (compared at atol 0, rtol torch.finfo(dtype).eps).
+
+Caches start as random bytes, NaN encodings (0x7F, 0xFF) included, and travel in the case as uint8 (torch
+cannot unpickle a float8 tensor, and the sandboxed child receives its cases pickled); `run` views them as
+float8_e4m3fn. so a byte written by mistake or a garbage
+row read by mistake shows. Keys and values are drawn so that x / scale spans e4m3's whole range: subnormals,
+the top binade, and past +-448 (saturation). On a failure the check recomputes the usual wrong variants
+(multiply instead of divide, the scale twice or not at all, divided in bf16, saturated at 240 or before
+dividing, -1 followed, K and V swapped) in plain torch and names the one the submission matches.
+Shapes: docs/conventions.md.
+"""
+from __future__ import annotations
+
+import random
+
+import torch
+
+from pagedkv_lib.judge.compare import close, diff, kind, show
+from pagedkv_lib.judge.outcome import Outcome, wrong
+
+from . import Case, fresh, observe
+from .ex124 import split_qkv
+
+FP8 = torch.float8_e4m3fn
+FP8_MAX = 448.0
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+SATURATION = [448.0, 449.0, 460.0, 465.0, 500.0, 1000.0, 240.0, 300.0, 447.0, 0.3]   # x / scale, each +-
+STORE = [  # name, N, S, H_kv, D, slot_mapping, dtype, qkv slices, k_scale, v_scale, values
+    ("saturation_at_448_times_scale", 4, 4, 2, 10, [0, 5, 9, 14], "fp32", False, 0.25, 2.0, "saturate"),
+    ("scale_not_1_bf16", 8, 4, 2, 8, [28, 29, 30, 31, 8, 9], "bf16", False, 0.037, 0.011, "wide"),
+    ("slot_minus_one_skipped", 6, 4, 2, 4, [3, -1, 17, -1, 22], "fp32", False, 0.05, 0.02, "wide"),
+    ("minus_one_and_the_last_row_free", 5, 4, 2, 4, [-1, 0, 7], "fp32", False, 0.3, 0.7, "wide"),
+    ("k_and_v_scales_differ", 4, 4, 2, 8, [1, 2, 3, 12], "fp32", False, 0.01, 3.0, "wide"),
+    ("fp16_keys", 8, 4, 2, 8, [28, 29, -1, 4, 5], "fp16", False, 0.125, 0.0625, "wide"),
+    ("bf16_qkv_slices_not_contiguous", 8, 4, 2, 8, [1, 2, 3, 17, -1], "bf16", True, 0.2, 0.6, "saturate"),
+    ("fp32_qkv_slices_not_contiguous", 8, 4, 2, 4, [3, 7, 11, -1, 30], "fp32", True, 1.7, 0.9, "wide"),
+    ("tiny_values_subnormal", 4, 4, 2, 8, [0, 1, 2, 3, 4], "fp32", False, 0.5, 0.25, "tiny"),
+    ("scale_1", 4, 4, 1, 8, [6, 2, 9], "bf16", False, 1.0, 1.0, "saturate"),
+    ("block_size_1", 9, 1, 2, 4, [8, 3, 0, 5], "fp16", False, 0.02, 0.03, "wide"),
+    ("block_size_256", 3, 256, 1, 4, [767, 256, 0, 255, 512, -1], "bf16", False, 0.4, 0.05, "wide"),
+    ("negative_k_scale_raises", 4, 4, 2, 4, [1, 2], "fp32", False, -0.5, 0.5, "wide"),
+    ("zero_v_scale_raises", 4, 4, 2, 4, [1, 2], "fp32", False, 0.5, 0.0, "wide"),
+]
+GATHER = [  # name, N, S, H_kv, D, context_len, extra -1 padding, dtype, scale
+    ("last_partial_block", 6, 4, 2, 4, 7, 1, "fp32", 0.37),
+    ("exact_block_boundary", 6, 4, 2, 4, 8, 2, "fp32", 0.37),
+    ("one_token", 4, 4, 2, 4, 1, 3, "bf16", 0.05),
+    ("block_size_1", 12, 1, 2, 4, 9, 2, "fp16", 0.02),
+    ("block_size_16_129_tokens", 12, 16, 2, 4, 129, 1, "bf16", 0.011),
+    ("block_size_256", 3, 256, 1, 4, 257, 1, "fp32", 3.0),
+    ("fp16_scale_not_1", 8, 4, 2, 8, 13, 2, "fp16", 0.0625),
+    ("bf16_scale_not_1", 8, 4, 3, 5, 10, 0, "bf16", 2.5),
+    ("scale_1", 5, 4, 2, 4, 6, 1, "fp32", 1.0),
+    ("zero_scale_raises", 4, 4, 2, 4, 5, 1, "fp32", 0.0),
+]
+
+
+def build(seed: int, device: str = "cpu") -> list[Case]:
+    rng = random.Random(f"134/{seed}")
+    cases = [_store_case(f"fixed/store/{name}", *rest, seed=i) for i, (name, *rest) in enumerate(STORE)]
+    cases += [_gather_case(f"fixed/gather/{name}", *rest, seed=50 + i)
+              for i, (name, *rest) in enumerate(GATHER)]
+    for i in range(6):
+        N, S = rng.randint(2, 10), rng.choice([1, 4, 16, 256])
+        slots = rng.sample(range(N * S), rng.randint(1, min(N * S, 30)))
+        slots = [-1 if rng.random() < 0.15 else s for s in slots]
+        cases.append(_store_case(f"random/store/{i}", N, S, rng.randint(1, 4), rng.choice([4, 8, 16]), slots,
+                                 rng.choice(list(DTYPES)), rng.random() < 0.3, round(rng.uniform(0.01, 3), 4),
+                                 round(rng.uniform(0.01, 3), 4), rng.choice(["wide", "saturate"]),
+                                 seed=100 + i))
+    for i in range(6):
+        S = rng.choice([1, 4, 16, 256])
+        n = rng.randint(1, 3 * S + 5)
+        N = -(-n // S) + rng.randint(0, 3)
+        cases.append(_gather_case(f"random/gather/{i}", N, S, rng.randint(1, 4), rng.choice([4, 8, 16]), n,
+                                  rng.randint(0, 3), rng.choice(list(DTYPES)), round(rng.uniform(0.01, 3), 4),
+                                  seed=200 + i))
+    return cases
+
+
+def _garbage(shape, g) -> torch.Tensor:
+    """Random bytes (uint8; viewed as fp8 they are every e4m3 value, NaN encodings included)."""
+    return torch.randint(0, 256, shape, generator=g, dtype=torch.uint8)
+
+
+def _store_case(name, N, S, H_kv, D, slots, dtype, strided, k_scale, v_scale, values, seed) -> Case:
+    g = torch.Generator().manual_seed(seed)
+    T, H = len(slots), 2 * H_kv
+    qkv = torch.randn(T, (H + 2 * H_kv) * D, generator=g)                     # [T, (H + 2 H_kv) D] fp32
+    k_part, v_part = qkv[:, H * D : (H + H_kv) * D], qkv[:, (H + H_kv) * D :]  # [T, H_kv D] views
+    for part, scale in ((k_part, k_scale), (v_part, v_scale)):
+        s = abs(scale) or 1.0
+        if values == "tiny":
+            part.mul_(0.01 * s)                                                # x / scale in the subnormals
+        else:
+            part.mul_(150 * s)                                                 # x / scale up to ~600
+        if values == "saturate":                                               # the boundary values
+            special = torch.tensor(SATURATION + [-v for v in SATURATION]) * s  # [20]
+            idx = torch.randperm(part.numel(), generator=g)[: special.numel()]
+            part[idx // part.shape[1], idx % part.shape[1]] = special[: idx.numel()]
+    args = {"fn": "store_kvcache_fp8", "qkv": qkv.to(DTYPES[dtype]), "H": H, "H_kv": H_kv, "D": D,
+            "strided": strided, "k_cache": _garbage((N, S, H_kv, D), g),
+            "v_cache": _garbage((N, S, H_kv, D), g),
+            "slot_mapping": torch.tensor(slots, dtype=torch.int32), "k_scale": k_scale, "v_scale": v_scale}
+    layout = " (views into a fused qkv tensor, not contiguous)" if strided else ""
+    reach = [float(p.abs().max()) / (abs(sc) or 1.0) for p, sc in ((k_part, k_scale), (v_part, v_scale))]
+    lines = [f"store_kvcache_fp8(key, value, k_cache, v_cache, slot_mapping, k_scale={k_scale}, "
+             f"v_scale={v_scale}), block_size {S}:",
+             f"key, value: shape [{T}, {H_kv}, {D}] {dtype}{layout}; largest |key / k_scale| {reach[0]:.4g}, "
+             f"|value / v_scale| {reach[1]:.4g}",
+             f"k_cache, v_cache: shape {[N, S, H_kv, D]} float8_e4m3fn (random bytes, NaN encodings "
+             "included)",
+             f"slot_mapping = {show(slots)}"]
+    return Case(name, args, lines)
+
+
+def _gather_case(name, N, S, H_kv, D, context_len, padding, dtype, scale, seed) -> Case:
+    g = torch.Generator().manual_seed(seed)
+    need = -(-context_len // S)
+    table = torch.randperm(N, generator=g)[:need].tolist() + [-1] * padding
+    cache = _garbage((N, S, H_kv, D), g)                                        # [N, S, H_kv, D]
+    finite = torch.randint(0, 127, (need * S, H_kv, D), generator=g, dtype=torch.uint8)   # 0x00..0x7E
+    finite |= torch.randint(0, 2, finite.shape, generator=g, dtype=torch.uint8) << 7        # either sign
+    cache[table[:need]] = finite.view(need, S, H_kv, D)
+    args = {"fn": "gather_kv_dequant", "cache": cache, "block_table": torch.tensor(table, dtype=torch.int32),
+            "context_len": context_len, "scale": scale, "dtype": dtype}
+    lines = [f"gather_kv_dequant(cache, block_table, context_len={context_len}, scale={scale}, "
+             f"dtype={DTYPES[dtype]}), block_size {S}:",
+             f"cache: shape {[N, S, H_kv, D]} float8_e4m3fn (rows outside the context: random bytes, NaN "
+             "encodings included)",
+             f"block_table = {show(table)}"]
+    return Case(name, args, lines)
+
+
+def run(ns, case: Case) -> dict:
+    a = fresh(case.args)
+    raised = None
+    if a["fn"] == "store_kvcache_fp8":
+        key, value = split_qkv(a)
+        try:
+            ns["store_kvcache_fp8"](key, value, a["k_cache"].view(FP8), a["v_cache"].view(FP8),
+                                    a["slot_mapping"], k_scale=a["k_scale"], v_scale=a["v_scale"])
+        except ValueError as exc:
+            raised = f"ValueError: {exc}"[:300]
+        return {"raised": raised, "caches": observe([a["k_cache"], a["v_cache"]]),
+                "inputs": observe([a["qkv"], a["slot_mapping"]])}
+    out = None
+    try:
+        out = ns["gather_kv_dequant"](a["cache"].view(FP8), a["block_table"], a["context_len"], a["scale"],
+                                      DTYPES[a["dtype"]])
+    except ValueError as exc:
+        raised = f"ValueError: {exc}"[:300]
+    return {"raised": raised, "out": observe(out), "inputs": observe([a["cache"], a["block_table"]])}
+
+
+def check(case: Case, expected: dict, got: dict) -> Outcome:
+    a = case.args
+    if expected["raised"] or got["raised"]:
+        return _check_errors(a, expected, got)
+    store = a["fn"] == "store_kvcache_fp8"
+    found = _check_store(a, expected, got) if store else _check_gather(a, expected, got)
+    if found is not None:
+        return found
+    if diff(expected["inputs"], got["inputs"]) is not None:
+        return wrong("an input was modified", "only the caches may be written: key, value, slot_mapping, "
+                     "block_table (and the cache in gather_kv_dequant) are read-only")
+    return Outcome()
+
+
+def _check_errors(a: dict, expected: dict, got: dict) -> Outcome:
+    scales = f"k_scale={a['k_scale']}, v_scale={a['v_scale']}" if "k_scale" in a else f"scale={a['scale']}"
+    if not got["raised"]:
+        return wrong(f"{scales}: expected a ValueError, got no error",
+                     "a scale must be a finite number > 0: check it and raise ValueError before writing")
+    if not expected["raised"]:
+        return wrong(f"{scales}: expected no error, got {got['raised']}",
+                     "only a scale that is not a finite number > 0 is an error")
+    if "caches" in got and diff(expected["caches"], got["caches"]) is not None:
+        return wrong("ValueError raised, but after writing into a cache",
+                     "check both scales first: nothing may be written when either is invalid")
+    return Outcome()
+
+
+# ----------------------------------------------------------------------------------------------------------
+# store: exact bytes
+
+def _quantize(x, scale, *, op="div", twice=False, in_dtype=False, bound=FP8_MAX, clamp_first=False):
+    """x / scale -> e4m3 with switchable mistakes (plain torch, no library code)."""
+    y = x if in_dtype else x.float()
+    if clamp_first:
+        y = y.clamp(-bound, bound)
+    if op == "div":
+        y = y / scale / scale if twice else y / scale
+    elif op == "mul":
+        y = y * scale
+    return y.float().clamp(-bound, bound).to(FP8)
+
+
+def _store_variant(a: dict, *, skip=True, swap=False, swap_scales=False, **quant) -> list:
+    key, value = split_qkv(a)
+    caches = [a["k_cache"].clone().view(FP8), a["v_cache"].clone().view(FP8)]
+    scales = [a["k_scale"], a["v_scale"]][:: -1 if swap_scales else 1]
+    S = caches[0].shape[1]
+    for t, slot in enumerate(a["slot_mapping"].tolist()):
+        if slot < 0 and skip:
+            continue
+        rows = (value[t], key[t]) if swap else (key[t], value[t])
+        n, s = (slot // S, slot % S) if slot >= 0 else (-1, -1)          # -1 followed: the last row
+        for cache, row, scale in zip(caches, rows, scales):
+            cache[n, s] = _quantize(row, scale, **quant)
+    return observe([c.view(torch.uint8) for c in caches])
+
+
+STORE_HINTS = [
+    ("divide by the scale when storing: the cache holds x / scale (reading multiplies)", {"op": "mul"}),
+    ("apply the scale once: stored = x / scale", {"twice": True}),
+    ("divide by the scale: the cache holds x / scale, not x", {"op": "none"}),
+    ("divide in float32 (key.float() / k_scale): dividing in bf16/fp16 rounds twice", {"in_dtype": True}),
+    ("saturate at +-448, e4m3fn's maximum (240 is e4m3fnuz's, another format)", {"bound": 240.0}),
+    ("saturate after dividing: x / scale is what must fit in +-448", {"clamp_first": True}),
+    ("a slot of -1 must be skipped: used as an index it writes the LAST row", {"skip": False}),
+    ("k_cache gets key and v_cache gets value (swapped?)", {"swap": True}),
+    ("keys use k_scale and values use v_scale (swapped?)", {"swap_scales": True}),
+]
+
+
+def _check_store(a: dict, expected: dict, got: dict) -> Outcome | None:
+    found = diff(expected["caches"], got["caches"])
+    if found is None:
+        return None
+    path, e, g = found
+    idx = [int(x) for x in path.replace("][", ",").strip("[]").split(",")]
+    which, (n, s, h, d) = ("k_cache", "v_cache")[idx[0]], idx[1:]
+    slot = n * a["k_cache"].shape[1] + s
+    e_val, g_val = (torch.tensor([v], dtype=torch.uint8).view(FP8).float().item() for v in (e, g))
+    message = (f"{which}[{n}, {s}, {h}, {d}] (slot {slot}): expected {e_val:g} (byte 0x{e:02X}), "
+               f"got {g_val:g} (byte 0x{g:02X})")
+    original = observe([a["k_cache"], a["v_cache"]])
+    if diff(original, got["caches"]) is None:
+        return wrong(message, "nothing was written: write into k_cache/v_cache in place (a copy, or a "
+                     "rebound name, leaves the caller's cache unchanged)")
+    for hint, switches in STORE_HINTS:
+        if diff(_store_variant(a, **switches), got["caches"]) is None:
+            return wrong(message, hint)
+    if g_val != g_val and abs(e_val) == FP8_MAX:
+        return wrong(message, "saturate: clamp x / scale to [-448, 448] before the cast (torch before 2.12 "
+                     "turns |x| > 464 into NaN)")
+    if slot not in a["slot_mapping"].tolist():
+        return wrong(message, f"slot {slot} is not in slot_mapping: its bytes must stay untouched")
+    return wrong(message, "stored = (x.float() / scale).clamp(-448, 448).to(torch.float8_e4m3fn), at row "
+                 "slot // S, offset slot % S")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# gather: rtol = eps(dtype)
+
+def _gather_variant(a: dict, scale_op: str) -> torch.Tensor:
+    S, n = a["cache"].shape[1], a["context_len"]
+    cache = a["cache"].view(FP8)
+    rows = cache[a["block_table"][: -(-n // S)].long()].reshape(-1, *cache.shape[2:])[:n].double()
+    s = a["scale"]
+    return {"div": rows / s, "twice": rows * s * s, "none": rows}[scale_op]
+
+
+def _check_gather(a: dict, expected: dict, got: dict) -> Outcome | None:
+    exp, out = expected["out"], got["out"]
+    S, n = a["cache"].shape[1], a["context_len"]
+    if not isinstance(out, torch.Tensor):
+        return wrong(f"expected {kind(exp)}, got {kind(out)}", "return a new tensor")
+    if out.shape != exp.shape:
+        hint = ("return exactly context_len rows: cut the last block's unused tail (rows past the context "
+                "are garbage)" if out.dim() == 3 and out.shape[0] > n else
+                "the result is [context_len, H_kv, D]: one row per position 0..context_len-1")
+        return wrong(f"expected shape {list(exp.shape)}, got {list(out.shape)}", hint)
+    if out.dtype != exp.dtype:
+        return wrong(f"expected dtype {exp.dtype}, got {out.dtype}",
+                     "return the requested dtype: (byte.float() * scale).to(dtype)")
+    eps = torch.finfo(exp.dtype).eps
+    outcome = close("out", exp, out, 0.0, eps)
+    if outcome.passed:
+        return None
+    for hint, op in (("multiply by the scale when reading: x = byte * scale", "div"),
+                     ("apply the scale once: x = byte * scale", "twice"),
+                     ("multiply by the scale: the cache holds x / scale", "none")):
+        if torch.allclose(out.double(), _gather_variant(a, op).to(exp.dtype).double(), atol=0, rtol=eps):
+            outcome.hint = hint
+            return outcome
+    if bool(torch.isnan(out).any()):
+        outcome.hint = ("NaN in the result: garbage bytes were read; use only the first "
+                        "ceil(context_len / S) table entries (then -1 padding; -1 indexes the LAST block)")
+    else:
+        outcome.hint = (f"row p is cache[block_table[p // S], p % S] (S = {S}): the table gives the order "
+                        "of the blocks")
+    return outcome
