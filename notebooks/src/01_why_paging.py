@@ -11,12 +11,24 @@
 # %%
 import sys
 
-if "google.colab" in sys.modules:  # Colab: fetch and install the course first
+if "google.colab" in sys.modules:  # Colab: clone the course and install it (pagedkv_lib/environment.py)
+    import os
     import subprocess
 
-    subprocess.run("git clone -q https://github.com/pagedkv-course/pagedkv-course /content/course"
-                   " && pip install -q -e /content/course", shell=True, check=True)
-    sys.path.insert(0, "/content/course")
+    url = os.environ.get("PAGEDKV_COURSE_REPO", "https://github.com/pagedkv-course/pagedkv-course")
+    home = os.environ.get("PAGEDKV_COURSE_DIR", "/content/course")
+    if not os.path.isdir(home) and subprocess.run(["git", "clone", "-q", url, home],
+                                                  capture_output=True).returncode:
+
+        class CourseSetupError(Exception):
+            def _render_traceback_(self):  # a notebook shows this one line, not a traceback
+                return [str(self)]
+
+        raise CourseSetupError(f"Could not clone the course from {url}; check the address and the network.")
+    sys.path.insert(0, home)
+    from pagedkv_lib.environment import install_course
+
+    install_course(home)
 from pagedkv_lib.environment import describe_environment
 
 print(describe_environment())
@@ -68,14 +80,8 @@ print(describe_environment())
 # %%
 from pagedkv_lib.studies import memory
 
-
-def kv_bytes(num_layers, num_kv_heads, head_dim, dtype_bytes):
-    return 2 * num_layers * num_kv_heads * head_dim * dtype_bytes
-
-
-for m in memory.MODELS.values():
-    b = kv_bytes(m.num_layers, m.num_kv_heads, m.head_dim, m.dtype_bytes)
-    assert b == memory.kv_bytes_per_token(m.num_layers, m.num_kv_heads, m.head_dim, m.dtype_bytes)
+for m in memory.MODELS.values():  # the four numbers of each config, multiplied out (exercise 121 writes it)
+    b = memory.kv_bytes_per_token(m.num_layers, m.num_kv_heads, m.head_dim, m.dtype_bytes)
     print(f"{m.name:10s}  2 x {m.num_layers} x {m.num_kv_heads:2d} x {m.head_dim} x {m.dtype_bytes}"
           f" = {b:>7,} B = {b // memory.KiB:3d} KiB per token")
 
