@@ -8,7 +8,7 @@ metadata from a hidden module-level context; here it is an explicit `ModelInputs
     decode:  store_kvcache for the one new token per sequence, then decode attention
 
 `Kernels` names the three functions used: the PyTorch references of `pagedkv_lib` on CPU, the Triton
-kernels of `pagedkv_lib.kernels` (store and decode; prefill stays on the reference) on a CUDA GPU.
+kernels of `pagedkv_lib.kernels` (store, decode and the varlen prefill) on a CUDA GPU.
 """
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def select_kernels(use_triton: bool | None, device, dtype: torch.dtype) -> Kerne
     from pagedkv_lib import kernels  # chooses CUDA or Triton's interpreter on import
 
     return Kernels("triton", kernels.store_kvcache_triton, kernels.paged_attention_decode_triton,
-                   paged_attention_varlen)
+                   kernels.paged_attention_varlen_triton)
 
 
 class Attention(nn.Module):
