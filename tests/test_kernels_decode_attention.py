@@ -172,6 +172,19 @@ def test_decode_v3_balanced_batch_writes_its_output_without_the_merge():
     _assert_close_to_sdpa(batch, _launch(batch, config=config))
 
 
+@pytest.mark.parametrize("merge_per_head", [False, True])
+def test_decode_v3_merge_per_kv_head_or_per_query_head_gives_the_same_result(merge_per_head):
+    batch = make_batch([130, 7, 64], 4, 8, 2, 16, seed=12)
+    config = _config(batch, 3, merge_per_head=merge_per_head, **SMALL_CHUNKS)
+    assert config.merge_per_head == merge_per_head and len(plan_chunks_reference([130, 7, 64], config)[1]) > 3
+    _assert_close_to_sdpa(batch, _launch(batch, config=config))
+
+
+def test_choose_config_merges_per_query_head_only_when_kv_head_programs_are_fewer_than_sms():
+    assert choose_config(1, 32, 8, 128, 4096, num_sms=132, interpreted=False).merge_per_head
+    assert not choose_config(64, 32, 8, 128, 4096, num_sms=132, interpreted=False).merge_per_head
+
+
 def test_decode_v3_one_config_serves_any_lengths_within_the_table():
     """What a CUDA graph needs: nothing in the launch depends on the lengths, only on B and M * S."""
     batch = make_batch([130, 130, 130], 16, 4, 2, 16, seed=4)

@@ -108,11 +108,29 @@ def check_paged_args(fn: str, q, k_cache, v_cache, block_tables, lens, lens_name
         raise ValueError(f"{lens_name}: expected every length >= 1, got {lens.tolist()[:16]}")
 
 
-def dot_args(q: torch.Tensor) -> tuple:
-    """(DOT_PRECISION, DOT_DTYPE) for tl.dot: q's dtype natively; fp32 operands in the interpreter, whose
-    bf16 dot multiplies the raw bits (benchmarks/NOTES.md)."""
+def dot_args(q: torch.Tensor, cache: torch.Tensor) -> tuple:
+    """(DOT_PRECISION, DOT_DTYPE): the operand type of the kernels' `tl.dot`s.
+
+    Natively q's dtype, except for an FP8 cache read with a 16-bit q: fp16. On Hopper, e4m3 -> fp16 is one
+    packed conversion per two values, e4m3 -> bf16 three (Triton goes through fp16), and conversions are
+    slow instructions: with bf16 operands the first H200 run decoded an fp8 cache no faster than a bf16 one
+    (benchmarks/NOTES.md). fp16 holds every e4m3 value and every probability exactly and q to more bits than
+    bf16 (q must stay below 65504 in magnitude). In the interpreter: fp32, since its bf16 dot multiplies the
+    raw bits (benchmarks/NOTES.md).
+    """
     precision = "ieee" if q.dtype == torch.float32 else "tf32"
-    return precision, tl.float32 if is_interpreted() else _TL_DTYPES[q.dtype]
+    if is_interpreted():
+        return precision, tl.float32
+    if cache.dtype == FP8 and q.dtype != torch.float32:
+        return precision, tl.float16
+    return precision, _TL_DTYPES[q.dtype]
+
+
+def pdl_supported(device: torch.device) -> bool:
+    """Programmatic dependent launch: a CUDA device of compute capability >= 9.0 (Hopper) and a Triton that
+    has it. The decode launcher turns it on there (benchmarks/NOTES.md: 1-2 us less per call)."""
+    return (device.type == "cuda" and not is_interpreted() and hasattr(tl.extra.cuda, "gdc_wait")
+            and torch.cuda.get_device_capability(device) >= (9, 0))
 
 
 def num_sms(device: torch.device) -> int:

@@ -20,9 +20,10 @@ Versions (one kernel; the `VERSION` constexpr selects it; the partitions in deco
     measured on an H200 and dropped: no faster. benchmarks/NOTES.md has the numbers.)
 A KV tile of BLOCK_N tokens gathers each token's block id, so a tile may span several blocks (S < BLOCK_N)
 or part of one (S > BLOCK_N). Tokens past the range or with a -1 block id are masked: never loaded.
-FP8: the kernel converts e4m3 to q's dtype (exact: every e4m3 value is a bf16 and an fp16 value) and applies
-the scales in fp32, k_scale to the scores (q . (k * s) = (q . k) * s) and v_scale to the output: the same
-math as dequantizing on load with one rounding less. PDL (`DecodeConfig.pdl`, Hopper): each kernel waits
+FP8: the kernel converts e4m3 to the dot's operand type (fp16 natively, attention_args.dot_args; exact:
+every e4m3 value is an fp16 value) and applies the scales in fp32, k_scale to the scores
+(q . (k * s) = (q . k) * s) and v_scale to the output: the same math as dequantizing on load with one
+rounding less. PDL (`DecodeConfig.pdl`, Hopper and later, on by default there): each kernel waits
 (`gdc_wait`) before touching memory, so PDL only overlaps a launch with the previous kernel's tail.
 
     reference:  pagedkv_lib.core.paged_attention.paged_attention_decode (same signature);
@@ -36,7 +37,7 @@ import torch
 
 from pagedkv_lib.core.paged_attention import paged_attention_decode
 
-from .attention_args import LOG2E, check_paged_args, dequantize, dot_args, num_sms, scale_arg
+from .attention_args import LOG2E, check_paged_args, dequantize, dot_args, num_sms, pdl_supported, scale_arg
 from .backend import MISSING_TRITON, is_interpreted
 from .decode_config import DecodeConfig, choose_config, items_bound
 from .triton_decode_merge import (
@@ -101,7 +102,7 @@ def _decode_attention_kernel(
     K_SCALE_PTR: tl.constexpr,    # True: k_scale is a pointer
     V_SCALE_PTR: tl.constexpr,    # True: v_scale is a pointer
     DOT_PRECISION: tl.constexpr,  # "ieee" for fp32 inputs, "tf32" (ignored for 16-bit inputs) otherwise
-    DOT_DTYPE: tl.constexpr,      # tl.dot operands: q's dtype; fp32 in the interpreter (bf16 dot bug)
+    DOT_DTYPE: tl.constexpr,      # tl.dot operands (attention_args.dot_args)
     USE_PDL: tl.constexpr,        # launched with programmatic dependent launch
 ):
     HEAD_TILES: tl.constexpr = (GROUP + BLOCK_G - 1) // BLOCK_G
@@ -216,7 +217,7 @@ def launch_decode_attention(q, k_cache, v_cache, block_tables, context_lens, sca
     heads = H_kv * triton.cdiv(G, config.block_g)
     k_scale = 1.0 if k_scale is None else k_scale                    # float or 1-element fp32 tensor
     v_scale = 1.0 if v_scale is None else v_scale
-    precision, dot_dtype = dot_args(q)
+    precision, dot_dtype = dot_args(q, k_cache)
     P = config.num_splits
     block_b = max(64, triton.next_power_of_2(B)) if config.version == 3 else 1  # few recompiles
     if config.version == 1:
@@ -246,9 +247,10 @@ def launch_decode_attention(q, k_cache, v_cache, block_tables, context_lens, sca
             BLOCK_D=config.block_d, USE_PDL=config.pdl, num_warps=4, **pdl,
         )
     elif config.version == 3:
-        block_gm = triton.next_power_of_2(G)
-        _merge_chunks_kernel[(B * H_kv,)](
-            part_out, part_lse, out, context_lens, B, *plan, NUM_HEADS=H, NUM_KV_HEADS=H_kv, GROUP=G,
+        per_program = 1 if config.merge_per_head else G               # query heads per merge program
+        block_gm = triton.next_power_of_2(per_program)
+        _merge_chunks_kernel[(B * H // per_program,)](
+            part_out, part_lse, out, context_lens, B, *plan, NUM_HEADS=H, HEADS=per_program,
             HEAD_DIM=D, BLOCK_B=block_b, BLOCK_N=config.block_n, BLOCK_GM=block_gm,
             BLOCK_P=max(1, MERGE_TILE // (block_gm * config.block_d)), BLOCK_D=config.block_d,
             USE_PDL=config.pdl, num_warps=4, **pdl,
@@ -263,8 +265,9 @@ def paged_attention_decode_triton(q, k_cache, v_cache, block_tables, context_len
 
     Same contract as `pagedkv_lib.core.paged_attention.paged_attention_decode`, plus FP8 caches (k_scale,
     v_scale: module docstring). `num_splits`: None picks v3 (length-aware chunks); 1 forces v1; P > 1
-    forces v2 with P splits. `config` (from `choose_config`) overrides all of that (tuning, tests). Value
-    checks (lengths, tensor scales) read the device and are skipped under CUDA-graph capture.
+    forces v2 with P splits. PDL is on where the device has it. `config` (from `choose_config`) overrides all
+    of that (tuning, tests). Value checks (lengths, tensor scales) read the device and are skipped under
+    CUDA-graph capture.
     """
     fn = "paged_attention_decode_triton"
     check_paged_args(fn, q, k_cache, v_cache, block_tables, context_lens, "context_lens")
@@ -282,7 +285,7 @@ def paged_attention_decode_triton(q, k_cache, v_cache, block_tables, context_len
     if config is None:
         config = choose_config(B, q.shape[1], k_cache.shape[2], q.shape[2], max_tokens, num_splits,
                                num_sms=num_sms(q.device), interpreted=is_interpreted(),
-                               cache_bytes=k_cache.element_size())
+                               cache_bytes=k_cache.element_size(), pdl=pdl_supported(q.device))
     if config.version not in (1, 2, 3):
         raise ValueError(f"config.version: expected 1, 2 or 3, got {config.version}")
     if config.version < 3 and config.num_splits * config.tokens_per_split < max_tokens:

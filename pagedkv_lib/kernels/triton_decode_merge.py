@@ -6,8 +6,9 @@ its log-sum-exp lse_i (base 2, fp32); a merge computes, per (sequence, query hea
     lse = log2 sum_i 2^lse_i          out = sum_i 2^(lse_i - lse) * o_i
 
     _reduce_splits_kernel   v2: one program per (sequence, query head) merges its P splits
-    _merge_chunks_kernel    v3: one program per (sequence, KV head) merges its G heads' chunks, as many as
-                            the plan gave that sequence (one chunk: the split kernel already wrote the output)
+    _merge_chunks_kernel    v3: one program per (sequence, KV head) merges its G heads' chunks, or, for few
+                            sequences, one per (sequence, query head) (more programs, one step each); as
+                            many chunks as the plan gave that sequence (one: the split kernel wrote it)
     _chunk_plan             v3: the plan (decode_config.py), recomputed in registers by every program
 
 Memory traffic: v2 reads B * H * P * (D + 1) fp32 and writes B * H * D; v3 reads num_items * H * (D + 1)
@@ -96,19 +97,18 @@ def _merge_chunks_kernel(
     max_chunk,
     balanced_x8,
     NUM_HEADS: tl.constexpr,      # H
-    NUM_KV_HEADS: tl.constexpr,   # H_kv
-    GROUP: tl.constexpr,          # G
+    HEADS: tl.constexpr,          # query heads per program: G (a KV head's group) or 1
     HEAD_DIM: tl.constexpr,       # D
     BLOCK_B: tl.constexpr,        # power of two >= B
     BLOCK_N: tl.constexpr,        # the split kernel's BLOCK_N (chunk is a multiple of it)
-    BLOCK_GM: tl.constexpr,       # next power of two >= G
+    BLOCK_GM: tl.constexpr,       # next power of two >= HEADS
     BLOCK_P: tl.constexpr,        # chunks merged per step
     BLOCK_D: tl.constexpr,        # next power of two >= D
     USE_PDL: tl.constexpr,        # launched with programmatic dependent launch
 ):
-    """v3: one program per (sequence, KV head) merges the chunks of its G heads (1 chunk: already written)."""
-    seq = tl.program_id(0) // NUM_KV_HEADS
-    kv_head = tl.program_id(0) % NUM_KV_HEADS
+    """v3: one program per (sequence, group of HEADS query heads) merges their chunks (1 chunk: written)."""
+    seq = tl.program_id(0) // (NUM_HEADS // HEADS)
+    head0 = tl.program_id(0) % (NUM_HEADS // HEADS) * HEADS
     offs_b, lens, chunk, full, last = _chunk_plan(context_lens_ptr, num_seqs, target_items, min_chunk,
                                                   max_chunk, balanced_x8, BLOCK_B, BLOCK_N)
     counts = full + last                                              # [BLOCK_B] chunks per sequence
@@ -120,8 +120,8 @@ def _merge_chunks_kernel(
         offs_g = tl.arange(0, BLOCK_GM)                               # [BLOCK_GM]
         offs_p = tl.arange(0, BLOCK_P)                                # [BLOCK_P]
         offs_d = tl.arange(0, BLOCK_D)                                # [BLOCK_D]
-        heads = kv_head * GROUP + offs_g                              # [BLOCK_GM]
-        g_mask = offs_g < GROUP
+        heads = head0 + offs_g                                        # [BLOCK_GM]
+        g_mask = offs_g < HEADS
         d_mask = offs_d < HEAD_DIM
         m = tl.full([BLOCK_GM], float("-inf"), tl.float32)            # [BLOCK_GM] running max of the lse
         l_sum = tl.zeros([BLOCK_GM], tl.float32)                      # [BLOCK_GM]

@@ -82,15 +82,16 @@ class PrefillConfig:
 def choose_prefill_config(H: int, H_kv: int, D: int, dtype: torch.dtype, *, interpreted: bool,
                           block_m: int | None = None, block_n: int | None = None,
                           num_warps: int | None = None, num_stages: int | None = None) -> PrefillConfig:
-    """Tiles for Hopper (16-bit, D <= 128: 128 x 64, 8 warps, 3 stages; smaller for fp32 and D > 128);
-    small tiles in the interpreter. Deterministic in its arguments; any argument given overrides."""
+    """Tiles for Hopper: 16-bit, D <= 128: 128 x 128, 8 warps, 3 stages (of the first H200 sweep, the config
+    whose worst shape came closest to that shape's best, benchmarks/NOTES.md); fp32 and D > 128: smaller,
+    unmeasured. Small tiles in the interpreter. Deterministic in its arguments; any argument overrides."""
     G = H // H_kv
     if interpreted:
         m, n, w, s = 16, 16, 4, 1
     elif dtype == torch.float32 or D > 128:
         m, n, w, s = 64, 32, 4, 2
     else:
-        m, n, w, s = 128, 64, 8, 3
+        m, n, w, s = 128, 128, 8, 3
     m = max(block_m or m, triton.next_power_of_2(G))                 # at least one query token per tile
     return PrefillConfig(m, block_n or n, num_warps or w, num_stages or s)
 
@@ -126,7 +127,7 @@ def _prefill_attention_kernel(
     K_SCALE_PTR: tl.constexpr,    # True: k_scale is a pointer
     V_SCALE_PTR: tl.constexpr,    # True: v_scale is a pointer
     DOT_PRECISION: tl.constexpr,  # "ieee" for fp32 inputs, "tf32" (ignored for 16-bit inputs) otherwise
-    DOT_DTYPE: tl.constexpr,      # tl.dot operands: q's dtype; fp32 in the interpreter (bf16 dot bug)
+    DOT_DTYPE: tl.constexpr,      # tl.dot operands (attention_args.dot_args)
 ):
     kv_head = tl.program_id(0) % NUM_KV_HEADS                         # heads fastest: all heads of a tile
     tile = num_q_tiles - 1 - tl.program_id(0) // NUM_KV_HEADS         # start together; heaviest tiles first
@@ -235,7 +236,7 @@ def launch_prefill_attention(q, k_cache, v_cache, block_tables, seq_lens, cu_seq
     num_q_tiles = T // block_q + B
     k_scale = 1.0 if k_scale is None else k_scale                    # float or 1-element fp32 tensor
     v_scale = 1.0 if v_scale is None else v_scale
-    precision, dot_dtype = dot_args(q)
+    precision, dot_dtype = dot_args(q, k_cache)
     _prefill_attention_kernel[(num_q_tiles * H_kv,)](
         q, k_cache, v_cache, k_scale, v_scale,
         block_tables, seq_lens, cu_seqlens_q, out, B, num_q_tiles, block_tables.stride(0), scale * LOG2E,
