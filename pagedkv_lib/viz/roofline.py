@@ -99,18 +99,21 @@ def _device(result: dict) -> str:
     return result.get("device") or result.get("env", {}).get("device", "?")
 
 
-def decode_table(result: dict, methods=None) -> str:
+def decode_table(result: dict, methods=None, fractions: bool = True) -> str:
     """Per shape: MB read, the floor (bytes / copy), then each method's time and fraction of copy; the SDPA
-    columns name the backend that ran (read from the profiler)."""
+    columns name the backend that ran (read from the profiler). fractions=False: times only (a run whose
+    copy anchor cannot be trusted)."""
     names = [n for n in (methods or DECODE_METHODS) if any(n in r["methods"] for r in result["shapes"])]
-    head = f"{'shape, block':>16} {'MB':>6} {'floor us':>8}" + "".join(f" {DECODE_METHODS[n][2]:>16}"
-                                                                     for n in names)
-    lines = [f"{_device(result)}: copy {result['copy_gbs']:.0f} GB/s (read + write) = 100%", head]
+    width = 16 if fractions else 13
+    head = f"{'shape, block':>16} {'MB':>6}" + (f" {'floor us':>8}" if fractions else "") + "".join(
+        f" {DECODE_METHODS[n][2]:>{width}}" for n in names)
+    first = f"copy {result['copy_gbs']:.0f} GB/s (read + write) = 100%" if fractions else "times only"
+    lines = [f"{_device(result)}: {first}", head]
     for r in result["shapes"]:
-        floor = r["bytes"] / (result["copy_gbs"] * 1e3)              # us
-        cells = [_cell(r["methods"].get(n, {})) for n in names]
-        lines.append(f"{_shape(r):>10} bs{r['block_size']:<3} {r['bytes'] / 1e6:6.0f} {floor:8.1f}"
-                     + "".join(f" {c:>16}" for c in cells))
+        floor = f" {r['bytes'] / (result['copy_gbs'] * 1e3):8.1f}" if fractions else ""   # us
+        cells = [_cell(r["methods"].get(n, {}), fractions) for n in names]
+        lines.append(f"{_shape(r):>10} bs{r['block_size']:<3} {r['bytes'] / 1e6:6.0f}{floor}"
+                     + "".join(f" {c:>{width}}" for c in cells))
     timed = [(n, r["methods"][n]) for r in result["shapes"] for n in names if "us" in r["methods"].get(n, {})]
     backends = {n: sorted({m["backend"] for k, m in timed if k == n and "backend" in m}) for n in names}
     ran = [f"{DECODE_METHODS[n][2]}: {', '.join(b)}" for n, b in backends.items() if b]
@@ -147,8 +150,10 @@ def store_table(result: dict) -> str:
     return "\n".join(lines)
 
 
-def _cell(m: dict) -> str:
-    return f"{m['us']:.1f} us {m['frac_copy']:.1%}" if "us" in m else "-"
+def _cell(m: dict, fraction: bool = True) -> str:
+    if "us" not in m:
+        return "-"
+    return f"{m['us']:.1f} us {m['frac_copy']:.1%}" if fraction else f"{m['us']:.1f} us"
 
 
 def plot_roofline(points: list[dict], copy_gbs: float, methods: dict = DECODE_METHODS, ax=None,

@@ -40,7 +40,7 @@ def plot_pieces(context_lens: list[int], configs: dict, ax=None, title: str = ""
         text = f"{label}: {b['pieces']} pieces, largest {b['largest']} = {b['ratio']:.1f} x mean"
         line, = ax.step(range(len(work)), work, where="post", label=text)
         ax.axhline(b["mean"], color=line.get_color(), lw=0.8, ls="--")
-    ax.set_xscale("symlog", linthresh=10)
+    ax.set_xlim(0, None)
     ax.set_xlabel("pieces of work, largest first (each runs on H_kv programs)")
     ax.set_ylabel("tokens")
     ax.set_title(title or "dashed: the mean; the kernel waits for its largest piece", fontsize=9)
