@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 SKIPPED, DIAGONAL, FULL = 0, 1, 2
 TILE_COLORS = ListedColormap(["#FFFFFF", "#F4A259", "#5B8E7D"])     # skipped, masked, unmasked
@@ -66,6 +67,8 @@ def plot_tile_grid(seq_len: int, q_len: int, block_q: int, block_n: int, ax=None
     ctx = seq_len - q_len
     queries = np.arange(q_len + 1)
     ax.plot((ctx + queries) / block_n, queries / block_q, color="black", lw=1)   # last visible key + 1
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel(f"key tile ({block_n} keys each)", fontsize=8)
     ax.set_ylabel(f"query tile ({block_q} queries)", fontsize=8)
     full, diag = int((kinds == FULL).sum()), int((kinds == DIAGONAL).sum())

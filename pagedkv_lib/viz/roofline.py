@@ -227,8 +227,9 @@ def attention_points(decode: dict | None, prefill: dict | None, decode_methods=(
 
 
 def plot_attention_roofline(points: list[dict], copy_gbs: float, matmul_tflops: float, ax=None,
-                            title: str = "") -> Figure:
-    """TFLOP/s against FLOPs per byte, log-log, under min(matmul_tflops, intensity x copy bandwidth)."""
+                            title: str = "", what: str = "Triton") -> Figure:
+    """TFLOP/s against FLOPs per byte, log-log, under min(matmul_tflops, intensity x copy bandwidth); `what`
+    names the points in the legend ("Triton" when measured, e.g. "at its roof" when not)."""
     if ax is None:
         ax = Figure(figsize=(7.5, 4.2), dpi=80).add_subplot()
     ridge = matmul_tflops * 1e12 / (copy_gbs * 1e9)                   # FLOP/B where the two ceilings meet
@@ -243,7 +244,7 @@ def plot_attention_roofline(points: list[dict], copy_gbs: float, matmul_tflops: 
         mine = [p for p in points if p["kind"] == kind]
         if mine:
             ax.scatter([p["intensity"] for p in mine], [p["tflops"] for p in mine], marker=marker, s=50,
-                       label=f"{kind} (Triton)", alpha=0.85)
+                       label=f"{kind} ({what})", alpha=0.85)
             for p in mine:
                 ax.annotate(p["shape"], (p["intensity"], p["tflops"]), xytext=(4, 3),
                             textcoords="offset points", fontsize=7, color="0.3")
