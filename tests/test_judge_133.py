@@ -62,11 +62,16 @@ def test_133_committed_stub_is_generated_and_keeps_every_signature_and_docstring
     assert ex.practice_path.read_text() == make_stub(ex.solution_path.read_text(), 133)
 
 
-def test_133_bench_checks_accept_the_library_kernel_and_reject_wrong_results():
-    """The --bench correctness check (the PyTorch reference) on small inputs, and the FLOP count."""
+def test_133_bench_checks_accept_the_library_kernel_and_reject_wrong_results(monkeypatch):
+    """The --bench correctness check on small inputs, without the oracle (the child poisons it), and the
+    FLOP count."""
     from pagedkv_lib.kernels import backend
     from pagedkv_lib.kernels.triton_prefill_attention import paged_attention_varlen_triton
 
+    def poisoned(*args):
+        raise AssertionError("the oracle refuses to work in the child")
+
+    monkeypatch.setattr(ex133, "_oracle", poisoned)
     assert ex133.flops("cold 4 x 2048") == 4 * 128 * 32 * 4 * (2048 * 2049 // 2)
     args, nbytes = ex133.bench_inputs("decode rows beside prefills", device=str(backend.device()),
                                       scale_down=128)
