@@ -9,8 +9,6 @@ The interpreter runs each program as numpy code on CPU tensors: right for learni
 slow to time. `fp8_unsupported_reason()` says whether float8 e4m3 caches can be read here (tests skip with
 it).
 """
-from __future__ import annotations
-
 import importlib.util
 import os
 
