@@ -85,14 +85,31 @@ def test_engine_equivalence_catches_a_planted_bug(reference, monkeypatch):
     assert got != expected[:3]
 
 
+GPU = torch.cuda.is_available()
+
+
 @pytest.mark.skipif(not triton_kernels_available(), reason="needs triton and pagedkv_lib.kernels")
-def test_engine_with_triton_kernels_matches_reference(reference):
-    """store_kvcache and decode attention through the Triton kernels (the interpreter on CPU)."""
+@pytest.mark.parametrize("block_size", [1, 4, 16] if GPU else [4])
+def test_engine_on_triton_kernels_matches_reference(reference, block_size):
+    """store_kvcache, the varlen prefill and decode attention all run as Triton kernels. On a GPU: the whole
+    workload (preemption, prefix hits) natively; on a CPU: two requests in the interpreter."""
+    from pagedkv_lib.kernels import paged_attention_decode_triton, paged_attention_varlen_triton
+
     prompts, max_tokens, expected = reference
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    config = EngineConfig(block_size=4, num_kvcache_blocks=24, max_model_len=MAX_MODEL_LEN, device=device,
-                          use_triton=True)
+    if GPU:
+        config = EngineConfig(block_size=block_size, num_kvcache_blocks=POOL_TOKENS // block_size,
+                              max_num_seqs=8, max_num_batched_tokens=128, max_model_len=MAX_MODEL_LEN,
+                              device="cuda", use_triton=True)
+        params = [SamplingParams(max_tokens=n) for n in max_tokens]
+    else:
+        config = EngineConfig(block_size=block_size, num_kvcache_blocks=24, max_model_len=MAX_MODEL_LEN,
+                              device="cpu", use_triton=True)
+        prompts, params, expected = prompts[:2], SamplingParams(max_tokens=4), [e[:4] for e in expected[:2]]
     llm = LLM(config)
-    assert llm.model_runner.kernels.name == "triton"
-    got = llm.generate(prompts[:2], SamplingParams(max_tokens=4), use_tqdm=False)
-    assert got == [e[:4] for e in expected[:2]]
+    kernels = llm.model_runner.kernels
+    assert kernels.name == "triton"
+    assert kernels.varlen is paged_attention_varlen_triton and kernels.decode is paged_attention_decode_triton
+    got = llm.generate(prompts, params, use_tqdm=False)
+    assert got == expected
+    if GPU:
+        assert sum(s.num_preempted for s in llm.stats) > 0 and sum(s.num_cached_tokens for s in llm.stats) > 0

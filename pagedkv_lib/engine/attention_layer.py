@@ -9,7 +9,7 @@ no hidden global state decides what a layer reads.
     decode:  store_kvcache for the one new token per sequence, then decode attention
 
 `Kernels` names the three functions used: the PyTorch references of `pagedkv_lib` on CPU, the Triton
-kernels of `pagedkv_lib.kernels` (store and decode; prefill stays on the reference) on a CUDA GPU.
+kernels of `pagedkv_lib.kernels` (store, decode and the varlen prefill) on a CUDA GPU.
 
 An fp8 cache (float8_e4m3fn) needs a scale for K and one for V: each layer holds its own (`k_scale`,
 `v_scale`, 1.0 by default as in vLLM) and passes them to all three kernels; with `calculate_kv_scales` it
@@ -58,7 +58,7 @@ def select_kernels(use_triton: bool | None, device, dtype: torch.dtype) -> Kerne
     from pagedkv_lib import kernels  # chooses CUDA or Triton's interpreter on import
 
     return Kernels("triton", kernels.store_kvcache_triton, kernels.paged_attention_decode_triton,
-                   paged_attention_varlen)
+                   kernels.paged_attention_varlen_triton)
 
 
 class Attention(nn.Module):

@@ -68,6 +68,7 @@ _ATTN = "pagedkv_lib.core.paged_attention"
 _KQ = "pagedkv_lib.core.kv_quant"
 _KS = "pagedkv_lib.kernels.triton_store_kvcache"                     # Triton kernels
 _KD = "pagedkv_lib.kernels.triton_decode_attention"
+_KP = "pagedkv_lib.kernels.triton_prefill_attention"
 EXERCISES: dict[int, Exercise] = {e.id: e for e in (
     Exercise(121, "kv_memory_budget", "KV memory budget", "easy", "01 Why paging",
              {n: f"{_M}:{n}" for n in ("kv_bytes_per_token", "paged_concurrency", "reserved_concurrency")}),
@@ -110,6 +111,13 @@ EXERCISES: dict[int, Exercise] = {e.id: e for e in (
     Exercise(132, "scheduler_step", "Scheduler with preemption", "hard", "13 Capstone: a mini engine",
              {"schedule": "pagedkv_lib.engine.scheduler:schedule"},
              forbidden=("pagedkv_lib.engine.scheduler:preempt", "pagedkv_lib.engine.scheduler:Scheduler")),
+    Exercise(133, "triton_paged_prefill", "Triton paged prefill", "hard",
+             "11 Triton: paged prefill attention",
+             {"paged_attention_varlen_triton": f"{_ATTN}:paged_attention_varlen"},
+             forbidden=(f"{_ATTN}:paged_attention_decode", "pagedkv_lib.core.kv_cache:gather_kv",
+                        *(f"{_KP}:{n}" for n in ("paged_attention_varlen_triton", "launch_prefill_attention",
+                                                 "_prefill_attention_kernel"))),
+             time_limit_s=30.0, memory_limit_mb=None, devices=("cpu", "cuda"), triton=True),
     Exercise(134, "fp8_kv_cache", "FP8 KV cache", "medium", "12 FP8 KV cache",
              {"store_kvcache_fp8": "pagedkv_lib.core.store_kvcache:store_kvcache",
               "gather_kv_dequant": f"{_KQ}:gather_kv_dequant"},

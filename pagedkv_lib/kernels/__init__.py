@@ -4,13 +4,16 @@
                                     pagedkv_lib.core.store_kvcache)
     paged_attention_decode_triton  (pagedkv_lib.kernels.triton_decode_attention; reference
                                     pagedkv_lib.core.paged_attention.paged_attention_decode)
+    paged_attention_varlen_triton  (pagedkv_lib.kernels.triton_prefill_attention; reference
+                                    pagedkv_lib.core.paged_attention.paged_attention_varlen)
+
+Beside them: attention_args (the checks the attention launchers share), decode_config (the decode kernel's
+tiles and work partition, plain Python), triton_decode_merge (the merge kernels of split decode).
 
 Importing this package picks the backend first (`backend.configure()`: CUDA if present, else Triton's
 interpreter, which must be chosen before any kernel is decorated); `backend.describe()` says which. The
 kernels are imported on first use, so `backend` works even where triton is not installed.
 """
-from __future__ import annotations
-
 import importlib
 
 from . import backend
@@ -20,6 +23,7 @@ backend.configure()
 _KERNELS = {
     "store_kvcache_triton": "triton_store_kvcache",
     "paged_attention_decode_triton": "triton_decode_attention",
+    "paged_attention_varlen_triton": "triton_prefill_attention",
 }
 __all__ = ["backend", *_KERNELS]
 

@@ -6,10 +6,9 @@ interpret`, looked up from os.environ at that moment), and the interpreter also 
 anywhere in the process (the judge sets it before it forks its graders). `pagedkv_lib.kernels/__init__.py`
 calls `configure()` first; every kernel module lives under that package, so Python runs it before them.
 The interpreter runs each program as numpy code on CPU tensors: right for learning and testing, far too
-slow to time.
+slow to time. `fp8_unsupported_reason()` says whether float8 e4m3 caches can be read here (tests skip with
+it).
 """
-from __future__ import annotations
-
 import importlib.util
 import os
 
@@ -73,3 +72,35 @@ def describe() -> str:
     if is_interpreted():
         return f"triton {triton.__version__} interpreter (CPU)"
     return f"triton {triton.__version__} on {torch.cuda.get_device_name()}"
+
+
+def fp8_unsupported_reason() -> str | None:
+    """None if Triton kernels can load float8_e4m3fn here, else why not.
+
+    Natively: compute capability >= 8.9. In the interpreter: a probe that widens every e4m3 encoding to fp32
+    must match PyTorch on the finite ones (the interpreter decodes the NaN encodings 0x7F, 0xFF as +-480, so
+    on the CPU a kernel that reads FP8 NaN garbage shows large errors rather than NaN).
+    """
+    require_triton()
+    if not is_interpreted():
+        cap = torch.cuda.get_device_capability()
+        return None if cap >= (8, 9) else f"fp8 e4m3 needs compute capability >= 8.9, got {cap}"
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def _widen(x_ptr, out_ptr, N: tl.constexpr):
+        offs = tl.arange(0, N)                                        # [N]
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs).to(tl.float32))
+
+    x = torch.arange(256, dtype=torch.int32).to(torch.uint8).view(torch.float8_e4m3fn)  # [256] every encoding
+    out = torch.empty(256)                                            # [256] fp32
+    try:
+        _widen[(1,)](x, out, N=256)
+    except Exception as exc:  # noqa: BLE001  (any failure means: not here)
+        return (f"triton {triton.__version__}'s interpreter cannot load float8_e4m3fn: "
+                f"{type(exc).__name__}: {exc}")
+    finite = x.float().isfinite()
+    if not torch.equal(out[finite], x.float()[finite]):
+        return f"triton {triton.__version__}'s interpreter decodes finite float8_e4m3fn values wrongly"
+    return None

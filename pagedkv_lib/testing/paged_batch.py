@@ -7,12 +7,15 @@ rows hold garbage (NaN by default, so reading an unused row shows up).
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
 from pagedkv_lib.core.model_inputs import pad_block_tables
 from pagedkv_lib.core.validation import check_gqa, check_positive_int
+
+FP8 = torch.float8_e4m3fn
+FP8_MAX = 448.0              # the largest finite e4m3 value
 
 
 @dataclass
@@ -97,4 +100,24 @@ def make_paged_batch(seq_lens: list[int], block_size: int, num_heads: int, num_k
         seq_lens=torch.tensor(seq_lens, dtype=torch.int32, device=device),
         cu_seqlens_q=torch.tensor(cu, dtype=torch.int32, device=device),
         keys=keys, values=values, block_size=block_size,
+    )
+
+
+def quantize(t: torch.Tensor, scale: float) -> torch.Tensor:
+    """t / scale rounded to e4m3, clamped to +-448; NaN garbage stays NaN. A minimal stand-in for the
+    library's FP8 quantization: what a quantizing store_kvcache writes."""
+    return (t.float() / scale).clamp(-FP8_MAX, FP8_MAX).where(t.isfinite(), t.float()).to(FP8)
+
+
+def quantize_batch(batch: PagedBatch, k_scale: float, v_scale: float) -> PagedBatch:
+    """The batch with FP8 caches (per-tensor scales), and its contiguous keys / values replaced by the
+    dequantized FP8 values (what a kernel sees), so that SDPA on them stays the exact reference."""
+    def seen(t, s):
+        return quantize(t, s).float() * s                             # [n, H_kv, D] fp32
+    return replace(
+        batch,
+        k_cache=quantize(batch.k_cache, k_scale),                     # [N, S, H_kv, D] fp8
+        v_cache=quantize(batch.v_cache, v_scale),                     # [N, S, H_kv, D] fp8
+        keys=[seen(k, k_scale) for k in batch.keys],
+        values=[seen(v, v_scale) for v in batch.values],
     )

@@ -1,0 +1,136 @@
+"""Exercise 133 (hard): paged prefill attention in Triton. Notebook 11, "Triton: paged prefill attention".
+Grade: python practice/judge.py 133                          (Triton's interpreter on the CPU, small shapes)
+       python practice/judge.py 133 --device cuda --bench     (natively on a GPU, larger shapes, TFLOP/s)
+
+Exercise 126's contract, written as a Triton kernel and its launcher. One step of a batch that mixes decodes
+(q_len 1), full prefills and chunks of prefills: sequence b owns the query rows
+cu_seqlens_q[b]:cu_seqlens_q[b+1], the LAST q_len tokens of its seq_lens[b]-token context, whose keys and
+values are all in the paged cache already. Query i of b sits at position seq_lens[b] - q_len + i (causal
+alignment "bottom right") and attends to positions 0..that position. A program owns a tile of BLOCK_Q
+consecutive queries of ONE sequence for one query head: it walks that sequence's context in tiles of
+BLOCK_N keys, looks up each key's block in the block table, masks keys after each query's position, and keeps
+the softmax online (running max m, sum l, accumulator acc, in fp32). Keys at or past the end of the context
+are masked, never loaded: the table row holds -1 padding there, block -1 lies before the cache and the last
+block's tail is garbage (the judge puts NaN there). Shapes: docs/conventions.md.
+"""
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def paged_prefill_kernel(
+    q_ptr,              # [T, H, D] contiguous
+    k_cache_ptr,        # [N, S, H_kv, D] contiguous: slot s, KV head j starts at element (s * H_kv + j) * D
+    v_cache_ptr,        # [N, S, H_kv, D] contiguous
+    block_tables_ptr,   # [B, M] int32, rows table_stride apart, padded with -1
+    seq_lens_ptr,       # [B] int32: context length, new tokens included
+    cu_seqlens_q_ptr,   # [B + 1] int32
+    out_ptr,            # [T, H, D] contiguous, q's dtype
+    table_stride,       # elements between two block-table rows
+    scale,              # softmax scale
+    NUM_HEADS: tl.constexpr,     # H
+    NUM_KV_HEADS: tl.constexpr,  # H_kv
+    HEAD_DIM: tl.constexpr,      # D
+    BLOCK_SIZE: tl.constexpr,    # S
+    BLOCK_Q: tl.constexpr,       # queries per program (>= 16: tl.dot's smallest tile)
+    BLOCK_N: tl.constexpr,       # keys per tile (>= 16)
+    BLOCK_D: tl.constexpr,       # the next power of two >= D, at least 16
+):
+    """Program (b, h, t) writes head h of queries t*BLOCK_Q .. t*BLOCK_Q + BLOCK_Q-1 (those < q_len) of b."""
+    # BEGIN SOLUTION
+    seq = tl.program_id(0)
+    head = tl.program_id(1)
+    tile = tl.program_id(2)
+    q_start = tl.load(cu_seqlens_q_ptr + seq)
+    q_len = tl.load(cu_seqlens_q_ptr + seq + 1) - q_start
+    if tile * BLOCK_Q >= q_len:
+        return                                                       # this sequence has fewer tiles
+    seq_len = tl.load(seq_lens_ptr + seq)
+    kv_head = head // (NUM_HEADS // NUM_KV_HEADS)                    # GQA: h // G
+    offs_q = tile * BLOCK_Q + tl.arange(0, BLOCK_Q)                  # [BLOCK_Q] query index in the sequence
+    offs_n = tl.arange(0, BLOCK_N)                                   # [BLOCK_N]
+    offs_d = tl.arange(0, BLOCK_D)                                   # [BLOCK_D]
+    q_mask = offs_q < q_len                                          # rows past q_len: the next sequence's
+    d_mask = offs_d < HEAD_DIM
+    pos = seq_len - q_len + offs_q                                   # [BLOCK_Q] positions: bottom right
+    rows = ((q_start + offs_q).to(tl.int64) * NUM_HEADS + head) * HEAD_DIM               # [BLOCK_Q]
+    q = tl.load(q_ptr + rows[:, None] + offs_d[None, :], mask=q_mask[:, None] & d_mask[None, :],
+                other=0.0).to(tl.float32)                            # [BLOCK_Q, BLOCK_D]; read BLOCK_Q*D
+    table_row = block_tables_ptr + seq.to(tl.int64) * table_stride
+    end = tl.minimum(seq_len, seq_len - q_len + (tile + 1) * BLOCK_Q)  # the tile's last position + 1
+
+    m = tl.full([BLOCK_Q], float("-inf"), tl.float32)                # [BLOCK_Q] running max
+    l = tl.zeros([BLOCK_Q], tl.float32)                              # [BLOCK_Q] running sum of exp
+    acc = tl.zeros([BLOCK_Q, BLOCK_D], tl.float32)                   # [BLOCK_Q, BLOCK_D]
+    for start in range(0, end, BLOCK_N):
+        tok = start + offs_n                                         # [BLOCK_N] key positions
+        in_ctx = tok < end
+        block = tl.load(table_row + tok // BLOCK_SIZE, mask=in_ctx, other=0)          # [BLOCK_N] block ids
+        slot = block.to(tl.int64) * BLOCK_SIZE + tok % BLOCK_SIZE                     # [BLOCK_N]
+        kv_offs = (slot * NUM_KV_HEADS + kv_head)[:, None] * HEAD_DIM + offs_d[None, :]  # [BLOCK_N, BLOCK_D]
+        kv_mask = in_ctx[:, None] & d_mask[None, :]
+        k = tl.load(k_cache_ptr + kv_offs, mask=kv_mask, other=0.0).to(tl.float32)    # read BLOCK_N*D
+        v = tl.load(v_cache_ptr + kv_offs, mask=kv_mask, other=0.0).to(tl.float32)    # read BLOCK_N*D
+        s = tl.dot(q, tl.trans(k), input_precision="ieee") * scale                   # [BLOCK_Q, BLOCK_N]
+        visible = in_ctx[None, :] & (tok[None, :] <= pos[:, None])   # causal: key 0 is always visible
+        s = tl.where(visible, s, float("-inf"))
+        m_new = tl.maximum(m, tl.max(s, axis=1))                     # finite from the first tile on
+        alpha = tl.exp(m - m_new)                                    # [BLOCK_Q] rescales what came before
+        p = tl.exp(s - m_new[:, None])                               # [BLOCK_Q, BLOCK_N]
+        l = l * alpha + tl.sum(p, axis=1)
+        acc = acc * alpha[:, None] + tl.dot(p, v, input_precision="ieee")            # [BLOCK_Q, BLOCK_D]
+        m = m_new
+    out = acc / l[:, None]                                           # [BLOCK_Q, BLOCK_D]
+    tl.store(out_ptr + rows[:, None] + offs_d[None, :], out.to(out_ptr.dtype.element_ty),
+             mask=q_mask[:, None] & d_mask[None, :])                 # write BLOCK_Q*D
+    # END SOLUTION
+
+
+def paged_attention_varlen_triton(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                                  block_tables: torch.Tensor, seq_lens: torch.Tensor,
+                                  cu_seqlens_q: torch.Tensor, scale: float,
+                                  out: torch.Tensor) -> torch.Tensor:
+    """Causal attention of a batch of query chunks over their paged contexts, computed by a Triton kernel.
+
+    Args:
+        q: [T, H, D] float (fp32, fp16 or bf16), contiguous, on the kernel's device (the CPU in Triton's
+            interpreter, else the GPU); T = cu_seqlens_q[-1]. Read-only.
+        k_cache, v_cache: [N, S, H_kv, D] contiguous, q's dtype and device, H a multiple of H_kv. Rows that
+            are not part of a context hold garbage, possibly NaN or huge: they must not reach the output.
+            Read-only.
+        block_tables: [B, M] int32, each row contiguous (stride(1) == 1); row b lists the physical blocks
+            of sequence b, then -1 padding. Read-only.
+        seq_lens: [B] int32, context length of each sequence (its new tokens included), each >= 1. Read-only.
+        cu_seqlens_q: [B + 1] int32, 0 = c_0 < c_1 < ... < c_B = T; 1 <= c_{b+1} - c_b <= seq_lens[b]
+            (q_len 1: a decode row). Read-only.
+        scale: float multiplying q . k.
+        out: [T, H, D] contiguous, q's dtype and device: the caller's buffer (engines pass one, so that a
+            CUDA graph finds it at the same address), written here and nowhere outside its T rows (the
+            judge puts NaN guard memory before and after it).
+    Returns: out, where row c_b + i is the attention of query i of sequence b at position
+        seq_lens[b] - q_len + i over keys 0..that position, query head h reading KV head h // (H // H_kv).
+        The work must be done by a Triton kernel launched here, with the softmax computed online over tiles
+        of keys, in fp32 (tl.dot on fp32 inputs needs input_precision="ieee" on a GPU to stay within
+        tolerance). The judge allows atol = rtol = 1e-4 in fp32, 3e-3 in fp16, 2e-2 in bf16.
+    Mutates only out. Errors: inconsistent shapes may raise (the judge passes consistent ones).
+    Example: seq_lens = [20, 37], cu_seqlens_q = [0, 8, 9], block size 4: rows 0..7 are the last 8 tokens
+        of sequence 0 (positions 12..19: row 0 sees keys 0..12); row 8 is a decode row of sequence 1 at
+        position 36, which sees all 37 keys; its table row has 10 blocks, the last holding 1 token.
+    """
+    # BEGIN SOLUTION
+    T, H, D = q.shape
+    S, H_kv = k_cache.shape[1], k_cache.shape[2]
+    B = block_tables.shape[0]
+    if T == 0:
+        return out
+    BLOCK_Q = 16
+    max_q_len = int((cu_seqlens_q[1:] - cu_seqlens_q[:-1]).max())   # a host sync: fine for an exercise
+    grid = (B, H, triton.cdiv(max_q_len, BLOCK_Q))
+    paged_prefill_kernel[grid](
+        q, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q, out, block_tables.stride(0), scale,
+        NUM_HEADS=H, NUM_KV_HEADS=H_kv, HEAD_DIM=D, BLOCK_SIZE=S, BLOCK_Q=BLOCK_Q, BLOCK_N=32,
+        BLOCK_D=max(16, triton.next_power_of_2(D)),
+    )
+    return out
+    # END SOLUTION

@@ -1,0 +1,85 @@
+"""Exercise 133, the Triton paged prefill: the GPU case set holds together, the stub keeps the contract, the
+benchmark's checks work; the solution, the stub and the planted bugs are in test_judge_plants.py.
+
+Graded on the "cpu" case set, in Triton's interpreter. The same tests pass on a GPU machine.
+"""
+import ast
+
+import pytest
+import torch
+from test_judge_plants import skip_on_an_old_interpreter
+
+from pagedkv_lib.judge.cases import ex133, kernel_harness
+from pagedkv_lib.judge.grading import grade
+from pagedkv_lib.judge.registry import get
+from pagedkv_lib.judge.stubs import make_stub
+
+
+def test_133_cpu_cases_run_in_the_interpreter_and_bench_needs_a_gpu(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    (result,) = grade(133, [get(133).solution_path], seed=1, bench=True)
+    skip_on_an_old_interpreter(result)
+    assert result.ok, result.first_failure
+    assert "--device cuda --bench" in result.bench["skipped"]
+
+
+def test_133_cuda_case_set_holds_together_on_the_cpu_oracle():
+    """The GPU's cases (built on the CPU, run natively by the child) are consistent: the oracle passes its
+    own check, guards sit around the caches and around out, and there are long contexts and decode rows."""
+    oracle = get(133).oracle_namespace()
+    cases = ex133.build(0, "cuda")
+    assert len(cases) >= 5 and all(c.args["device"] == "cuda" for c in cases)
+    for case in cases:
+        k_cache = case.args["k_cache"]
+        assert k_cache.is_contiguous() and k_cache.storage_offset() == k_cache[0].numel()
+        expected = ex133.run(oracle, case)
+        assert expected["guard"].isnan().all() and expected["returned_out"] is True
+        assert ex133.check(case, expected, expected).passed, case.name
+    assert max(int(c.args["seq_lens"].max()) for c in cases) >= 4096
+    q_lens = [int(n) for c in cases for n in c.args["cu_seqlens_q"].diff()]
+    assert 1 in q_lens and max(q_lens) >= 1024
+
+
+def test_133_check_names_a_write_outside_out_and_a_new_tensor_returned():
+    case = ex133.build(0, "cpu")[0]
+    expected = ex133.run(get(133).oracle_namespace(), case)
+    spilled = dict(expected, guard=torch.zeros_like(expected["guard"]))
+    assert "outside out" in ex133.check(case, expected, spilled).message
+    fresh_tensor = dict(expected, returned_out=False)
+    assert "did not return out" in ex133.check(case, expected, fresh_tensor).message
+
+
+def test_133_committed_stub_is_generated_and_keeps_every_signature_and_docstring():
+    ex = get(133)
+    stub = ast.parse(make_stub(ex.solution_path.read_text(), 133))
+    solution = ast.parse(ex.solution_path.read_text())
+    defs = [{n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)} for tree in (stub, solution)]
+    assert set(defs[0]) == set(defs[1]) and set(ex.functions) < set(defs[0])
+    for name, node in defs[0].items():
+        assert ast.get_docstring(node) == ast.get_docstring(defs[1][name])
+        assert ast.dump(node.args) == ast.dump(defs[1][name].args)
+        assert isinstance(node.body[-1], ast.Raise), name
+    assert ex.practice_path.read_text() == make_stub(ex.solution_path.read_text(), 133)
+
+
+def test_133_bench_checks_accept_the_library_kernel_and_reject_wrong_results(monkeypatch):
+    """The --bench correctness check on small inputs, without the oracle (the child poisons it), and the
+    FLOP count."""
+    from pagedkv_lib.kernels import backend
+    from pagedkv_lib.kernels.triton_prefill_attention import paged_attention_varlen_triton
+
+    def poisoned(*args):
+        raise AssertionError("the oracle refuses to work in the child")
+
+    monkeypatch.setattr(ex133, "_oracle", poisoned)
+    assert ex133.flops("cold 4 x 2048") == 4 * 128 * 32 * 4 * (2048 * 2049 // 2)
+    args, nbytes = ex133.bench_inputs("decode rows beside prefills", device=str(backend.device()),
+                                      scale_down=128)
+    assert nbytes > 0 and args[0].shape[0] == 16 + 8 + 32             # two prefills, 32 decode rows
+    assert not ex133.bench_correct(lambda q, *a: a[-1].zero_(), args)
+    try:
+        assert ex133.bench_correct(lambda *a: paged_attention_varlen_triton(*a[:-1]), args)
+    except Exception as exc:                                         # Triton 3.6's interpreter
+        if not any(words in str(exc) for words in kernel_harness.INTERPRETER_TROUBLE):
+            raise
+        pytest.skip(f"this Triton's interpreter cannot run the library's prefill kernel: {exc}")
