@@ -9,7 +9,6 @@ when H_kv * D is not a power of two. The judge surrounds the caches with guard m
 -1, or past the end of a row, lands there and is caught.
 Shapes: docs/conventions.md; ROW = H_kv * D.
 """
-from __future__ import annotations
 
 import torch
 import triton

@@ -11,7 +11,6 @@ grows. Tokens at or past the context length are masked, never loaded: the table 
 there, and block -1 lies before the cache (the judge puts NaN guard memory there, and after it).
 Shapes: docs/conventions.md.
 """
-from __future__ import annotations
 
 import torch
 import triton

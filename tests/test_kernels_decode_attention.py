@@ -293,7 +293,7 @@ def _bad(case):
     ("fp8_without_scale", ValueError, "k_scale: a float8_e4m3fn cache needs a scale"),
     ("scale_not_positive", ValueError, "k_scale: expected a finite scale > 0, got 0.0"),
     ("scale_tensor_negative", ValueError, "v_scale: expected a finite scale > 0, got -2.0"),
-    ("scale_wrong_dtype", TypeError, "k_scale: expected a float or a 0-d / 1-element float32 tensor"),
+    ("scale_wrong_dtype", TypeError, "k_scale: expected a Python float or a 1-element float32 tensor"),
     ("e5m2_cache", TypeError, "float8_e4m3fn"),
     ("v3_config_too_small", ValueError, "max_items"),
 ])

@@ -49,3 +49,26 @@ def test_ruff_is_clean_over_the_repo():
         pytest.skip("ruff is not installed (it comes with the [dev] extra)")
     done = subprocess.run([ruff, "check", "--quiet", "."], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-1000:]
+
+
+def test_triton_code_keeps_real_annotations_for_the_oldest_declared_triton():
+    """`from __future__ import annotations` turns `tl.constexpr` annotations into strings, which the interpreter
+    of triton < 3.4 does not recognise (every kernel fails with "arange's arguments must be of type
+    tl.constexpr"): no kernel file, and no Triton exercise's solution or stub, may use it."""
+    from pagedkv_lib.judge.registry import EXERCISES
+
+    files = sorted((ROOT / "pagedkv_lib" / "kernels").glob("*.py"))
+    for ex in EXERCISES.values():
+        if ex.triton:
+            files += [ex.solution_path, ex.practice_path]
+    offenders = [str(f.relative_to(ROOT)) for f in files
+                 if re.search(r"^from __future__ import annotations", f.read_text(), re.M)
+                 and ("tl.constexpr" in f.read_text() or "@triton.jit" in f.read_text())]
+    assert not offenders, offenders
+
+
+def test_ci_proves_the_declared_floors():
+    """.ci/run runs .ci/floors, which pins pyproject's own `>=` floors of triton and numpy."""
+    assert "bash .ci/floors" in (ROOT / ".ci" / "run").read_text()
+    floors = (ROOT / ".ci" / "floors").read_text()
+    assert '"pyproject.toml"' in floors and "triton" in floors and "numpy" in floors

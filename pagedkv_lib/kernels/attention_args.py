@@ -7,9 +7,9 @@ dequantized value is `value * scale`. A scale is a Python float or a 0-d / 1-ele
 cache's device, which the kernels read themselves (no host sync; what vLLM passes). Checks that read device
 values (lengths, tensor scales) are skipped under CUDA-graph capture, where reading would be a sync.
 """
-import math
-
 import torch
+
+from pagedkv_lib.core.kv_quant import scale_value
 
 from .backend import MISSING_TRITON, is_interpreted
 
@@ -33,16 +33,6 @@ def values_readable(t: torch.Tensor) -> bool:
     return not (t.is_cuda and torch.cuda.is_current_stream_capturing())
 
 
-def dequantize(cache: torch.Tensor, scale) -> torch.Tensor:
-    """value * scale in float32, what the kernels compute on load: [N, S, H_kv, D] -> same shape, fp32.
-
-    A minimal stand-in for the library's FP8 quantization module; scale None means 1.0.
-    """
-    s = 1.0 if scale is None else scale
-    s = s.to(cache.device).float().reshape(()) if isinstance(s, torch.Tensor) else float(s)
-    return cache.float() * s                                          # [N, S, H_kv, D] fp32
-
-
 def scale_arg(name: str, scale, cache: torch.Tensor):
     """Check a dequantization scale; return the kernel argument: a float, or the 1-element tensor."""
     if scale is None:
@@ -50,20 +40,15 @@ def scale_arg(name: str, scale, cache: torch.Tensor):
             raise ValueError(f"{name}: a float8_e4m3fn cache needs a scale (a float > 0 or a 1-element "
                              f"float32 tensor), got None")
         return 1.0
-    if isinstance(scale, torch.Tensor):
+    if isinstance(scale, torch.Tensor) and scale.device != cache.device:
+        raise ValueError(f"{name}: expected a tensor on {cache.device} like the cache, got {scale.device}")
+    if isinstance(scale, torch.Tensor) and not values_readable(scale):   # under capture: types only
         if scale.dtype != torch.float32 or scale.numel() != 1:
-            raise TypeError(f"{name}: expected a float or a 0-d / 1-element float32 tensor, got a "
-                            f"{dtype_name(scale.dtype)} tensor of shape {tuple(scale.shape)}")
-        if scale.device != cache.device:
-            raise ValueError(f"{name}: expected a tensor on {cache.device} like the cache, "
-                             f"got {scale.device}")
-        value, arg = (float(scale) if values_readable(scale) else None), scale
-    elif isinstance(scale, (int, float)) and not isinstance(scale, bool):
-        value = arg = float(scale)
-    else:
-        raise TypeError(f"{name}: expected a float or a 1-element float32 tensor, got {type(scale).__name__}")
-    if value is not None and not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{name}: expected a finite scale > 0, got {value}")
+            raise TypeError(f"{name}: expected a 1-element float32 tensor, got {tuple(scale.shape)} "
+                            f"{dtype_name(scale.dtype)}")
+        return scale
+    value = scale_value(name, scale)                                  # type, finite, > 0 (core.kv_quant)
+    arg = scale if isinstance(scale, torch.Tensor) else value
     return arg
 
 

@@ -27,7 +27,7 @@ rounding less. PDL (`DecodeConfig.pdl`, Hopper and later, on by default there): 
 (`gdc_wait`) before touching memory, so PDL only overlaps a launch with the previous kernel's tail.
 
     reference:  pagedkv_lib.core.paged_attention.paged_attention_decode (same signature);
-                paged_attention_decode_reference adds FP8 caches (dequantized, then the same)
+                (paged_attention_decode_reference is the same function: it reads FP8 caches too)
     launcher:   paged_attention_decode_triton (checked); launch_decode_attention (unchecked, for timing)
 
 Memory traffic: read 2 * context_len * H_kv * D cache elements per sequence (+ q, block table), write B*H*D;
@@ -37,7 +37,7 @@ import torch
 
 from pagedkv_lib.core.paged_attention import paged_attention_decode
 
-from .attention_args import LOG2E, check_paged_args, dequantize, dot_args, num_sms, pdl_supported, scale_arg
+from .attention_args import LOG2E, check_paged_args, dot_args, num_sms, pdl_supported, scale_arg
 from .backend import MISSING_TRITON, is_interpreted
 from .decode_config import DecodeConfig, choose_config, items_bound
 from .triton_decode_merge import (
@@ -59,13 +59,7 @@ __all__ = ["DecodeConfig", "choose_config", "launch_decode_attention", "paged_at
            "paged_attention_decode_reference", "paged_attention_decode_triton"]
 
 
-def paged_attention_decode_reference(q, k_cache, v_cache, block_tables, context_lens, scale: float, *,
-                                     k_scale=None, v_scale=None) -> torch.Tensor:
-    """paged_attention_decode on caches dequantized to fp32 (q upcast too); -> [B, H, D] in q's dtype."""
-    if k_cache.dtype == q.dtype and k_scale is None and v_scale is None:
-        return paged_attention_decode(q, k_cache, v_cache, block_tables, context_lens, scale)
-    k, v = dequantize(k_cache, k_scale), dequantize(v_cache, v_scale)  # [N, S, H_kv, D] fp32
-    return paged_attention_decode(q.float(), k, v, block_tables, context_lens, scale).to(q.dtype)
+paged_attention_decode_reference = paged_attention_decode   # core.paged_attention, fp8 caches too
 
 
 @triton.jit(do_not_specialize=RUNTIME_INTS)

@@ -24,7 +24,7 @@ diagonal and clamped to block 0 in the unmasked part, which under the contract n
 FP8 caches as in triton_decode_attention (per-tensor k_scale, v_scale; scores x k_scale, output x v_scale).
 
     reference:  pagedkv_lib.core.paged_attention.paged_attention_varlen (same signature);
-                paged_attention_varlen_reference adds FP8 caches (dequantized, then the same)
+                (paged_attention_varlen_reference is the same function: it reads FP8 caches too)
     launcher:   paged_attention_varlen_triton (checked); launch_prefill_attention (unchecked, for timing)
 
 Work: 4 * D * H * sum_b(q_len_b * (seq_len_b - q_len_b) + q_len_b * (q_len_b + 1) / 2) flop (causal pairs
@@ -36,7 +36,7 @@ import torch
 
 from pagedkv_lib.core.paged_attention import paged_attention_varlen
 
-from .attention_args import LOG2E, check_paged_args, dequantize, dot_args, scale_arg, values_readable
+from .attention_args import LOG2E, check_paged_args, dot_args, scale_arg, values_readable
 from .backend import MISSING_TRITON, is_interpreted
 
 try:
@@ -52,14 +52,7 @@ __all__ = ["PrefillConfig", "causal_flops", "choose_prefill_config", "launch_pre
 # ----------------------------------------------------------------------------------------------------------
 # reference
 
-def paged_attention_varlen_reference(q, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q, scale: float,
-                                     *, k_scale=None, v_scale=None) -> torch.Tensor:
-    """paged_attention_varlen on caches dequantized to fp32 (q upcast too); -> [T, H, D] in q's dtype."""
-    if k_cache.dtype == q.dtype and k_scale is None and v_scale is None:
-        return paged_attention_varlen(q, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q, scale)
-    k, v = dequantize(k_cache, k_scale), dequantize(v_cache, v_scale)  # [N, S, H_kv, D] fp32
-    out = paged_attention_varlen(q.float(), k, v, block_tables, seq_lens, cu_seqlens_q, scale)
-    return out.to(q.dtype)                                            # [T, H, D]
+paged_attention_varlen_reference = paged_attention_varlen   # core.paged_attention, fp8 caches too
 
 
 def causal_flops(seq_lens: list[int], q_lens: list[int], H: int, D: int) -> int:

@@ -21,7 +21,6 @@ Versions (one kernel; the `QUANT` constexpr selects):
 Memory traffic per stored token: read 2 * H_kv * D elements (key, value) + 1 slot; write 2 * H_kv * D elements
 of the cache's dtype (v2: 2 * H_kv * D bytes, half of bf16's).
 """
-from __future__ import annotations
 
 import torch
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from pagedkv_lib.core.kv_quant import dequantize_fp8, quantize_fp8
 from pagedkv_lib.core.model_inputs import pad_block_tables
 from pagedkv_lib.core.validation import check_gqa, check_positive_int
 
@@ -103,21 +104,15 @@ def make_paged_batch(seq_lens: list[int], block_size: int, num_heads: int, num_k
     )
 
 
-def quantize(t: torch.Tensor, scale: float) -> torch.Tensor:
-    """t / scale rounded to e4m3, clamped to +-448; NaN garbage stays NaN. A minimal stand-in for the
-    library's FP8 quantization: what a quantizing store_kvcache writes."""
-    return (t.float() / scale).clamp(-FP8_MAX, FP8_MAX).where(t.isfinite(), t.float()).to(FP8)
-
-
 def quantize_batch(batch: PagedBatch, k_scale: float, v_scale: float) -> PagedBatch:
     """The batch with FP8 caches (per-tensor scales), and its contiguous keys / values replaced by the
     dequantized FP8 values (what a kernel sees), so that SDPA on them stays the exact reference."""
     def seen(t, s):
-        return quantize(t, s).float() * s                             # [n, H_kv, D] fp32
+        return dequantize_fp8(quantize_fp8(t, s), s)                  # [n, H_kv, D] fp32
     return replace(
         batch,
-        k_cache=quantize(batch.k_cache, k_scale),                     # [N, S, H_kv, D] fp8
-        v_cache=quantize(batch.v_cache, v_scale),                     # [N, S, H_kv, D] fp8
+        k_cache=quantize_fp8(batch.k_cache, k_scale),                     # [N, S, H_kv, D] fp8
+        v_cache=quantize_fp8(batch.v_cache, v_scale),                     # [N, S, H_kv, D] fp8
         keys=[seen(k, k_scale) for k in batch.keys],
         values=[seen(v, v_scale) for v in batch.values],
     )
