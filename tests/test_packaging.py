@@ -53,9 +53,8 @@ def test_ruff_is_clean_over_the_repo():
 
 def test_triton_code_keeps_real_annotations_for_the_oldest_declared_triton():
     """`from __future__ import annotations` turns `tl.constexpr` annotations into strings, which the
-    interpreter
-    of triton < 3.4 does not recognise (every kernel fails with "arange's arguments must be of type
-    tl.constexpr"): no kernel file, and no Triton exercise's solution or stub, may use it."""
+    interpreter of triton < 3.4 does not recognise (every kernel fails with "arange's arguments must be of
+    type tl.constexpr"): no kernel file, and no Triton exercise's solution or stub, may use it."""
     from pagedkv_lib.judge.registry import EXERCISES
 
     files = sorted((ROOT / "pagedkv_lib" / "kernels").glob("*.py"))
