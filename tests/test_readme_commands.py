@@ -41,15 +41,16 @@ def learner_commands() -> list[str]:
     return found
 
 
-def expected_status(argv: list[str], passing: set[str]) -> int:
-    """What the README says the command exits with, given which files pass."""
+def expected_status(argv: list[str], passing: set[str], repo: Path) -> int:
+    """What the README says the command exits with, given which files pass (globs expanded as bash would)."""
     if "--device" in argv and argv[argv.index("--device") + 1] == "cuda" and not torch.cuda.is_available():
         return 2
     if "--list" in argv or "--reset" in argv:
         return 0
     words = [w for i, w in enumerate(argv) if not w.startswith("-") and (i == 0 or argv[i - 1] not in
                                                                           ("--jobs", "--csv", "--seed"))]
-    files = words[1:] or [f"practice/{get(int(words[0])).filename}"]
+    files = [str(p.relative_to(repo)) for w in words[1:] for p in sorted(repo.glob(w))] if words[1:] else \
+        [f"practice/{get(int(words[0])).filename}"]
     return 0 if all(f in passing for f in files) else 1
 
 
@@ -64,15 +65,17 @@ def test_readme_learner_commands_exit_as_documented(tmp_path):
     repo = make_scratch_repo(tmp_path / "repo")
     solution, stub = EX.solution_path.read_text(), make_stub(EX.solution_path.read_text(), EX.id)
     (repo / "practice" / EX.filename).write_text(solution)                  # the learner solved 127
-    for name, text in (("my.py", solution), ("a.py", solution), ("b.py", stub)):
+    (repo / "submissions").mkdir()
+    for name, text in (("my.py", solution), ("a.py", solution), ("b.py", stub),
+                       ("submissions/alice.py", solution), ("submissions/bob.py", stub)):
         (repo / name).write_text(text)
-    passing = {f"practice/{EX.filename}", "my.py", "a.py"}
+    passing = {f"practice/{EX.filename}", "my.py", "a.py", "submissions/alice.py"}
     status_file = repo / "practice" / ".judge_status.json"
     for command in learner_commands():
         argv = shlex.split(command)[2:]
         before = status_file.read_bytes() if status_file.exists() else None
         done = sh(command, repo)
-        want = expected_status(argv, passing)
+        want = expected_status(argv, passing, repo)
         assert done.returncode == want, f"{command}: exit {done.returncode}, README says {want}\n" \
                                         f"{done.stdout[-1500:]}\n{done.stderr[-1500:]}"
         if want == 2:
@@ -82,7 +85,7 @@ def test_readme_learner_commands_exit_as_documented(tmp_path):
             assert json.loads(done.stdout)["verdict"] == "passed"
         if "--csv" in argv:
             rows = (repo / argv[argv.index("--csv") + 1]).read_text().splitlines()
-            assert len(rows) == 3 and ",passed," in rows[1] and ",not implemented," in rows[2]
+            assert len(rows) == 3 and ",passed," in rows[1] and ",not implemented," in rows[2], rows
         if "--list" in argv:
             row = next(line for line in done.stdout.splitlines() if line.startswith(f"{EX.id} "))
             assert "passed" in row, row
