@@ -43,6 +43,7 @@ from .protocol import (
     Refused,
 )
 
+GRACE_MB = 64            # held beyond the child's start at a deadline: maybe filling its memory cap
 PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])    # what the exec'd child needs on sys.path
 REFUSED_HINT = ("a graded function computes its answer and returns it: it may not write files outside its "
                 "working directory, start processes, load native code or open sockets")
@@ -85,6 +86,7 @@ class Supervisor:
         self.status: int | None = None
         self.eof = False
         self.eof_at: float | None = None
+        self.grace: tuple | None = None               # (phase, case, MiB held) of a deadline extended once
         run.isolation = describe(mode, self.containment, self.limits.guards)
 
     # starting ------------------------------------------------------------------------------------------
@@ -183,6 +185,11 @@ class Supervisor:
             if message.index != self.index:
                 raise ProtocolError(f"case {message.index} finished, {self.index} was running")
             run.record(message.index, message.record)
+            error = message.record.error
+            if error is not None and error.verdict == MEMORY_LIMIT:   # ends the child as a crash would:
+                self.outcome = from_record(error)                      # its next cases would fill it again
+                self._kill_everything()
+                return
             self.next = message.index + 1
             self.phase, self.deadline = Phase.BETWEEN, min(now + lim.time_limit_s, self.hard_end)
         elif isinstance(message, BenchStarted):
@@ -210,7 +217,7 @@ class Supervisor:
         if now > self.deadline:
             if self.phase == Phase.DONE:              # finished, but slow to exit
                 self._kill_everything()
-            elif self.outcome is None:
+            elif self.outcome is None and not self._still_allocating(now):
                 self.kill(TIME_LIMIT, self._late_message(), "an infinite loop, or far too much work?")
         if self.status is None:
             pid, status = os.waitpid(self.pid, os.WNOHANG)
@@ -231,6 +238,27 @@ class Supervisor:
             self.read(self.res_fd)
             if len(self.reader.buf) == before and not self.eof:
                 break
+        return True
+
+    def _still_allocating(self, now: float) -> bool:
+        """At a deadline: is the child filling its memory cap (touching that much can take longer than a
+        case's time limit)? Once, it gets one more time limit to reach the cap (its MemoryError is then a
+        memory limit); at the second deadline, memory still growing, or a quarter of the cap held, is a
+        memory limit too. True while the child runs on."""
+        cap = self.limits.memory_limit_mb
+        held = memory_held_mb(self.pid, cap)
+        if held is None or held < GRACE_MB:
+            return False
+        first = self.grace is None or self.grace[:2] != (self.phase, self.index)
+        if first and now < self.hard_end:
+            self.grace = (self.phase, self.index, held)
+            self.deadline = min(now + self.limits.time_limit_s, self.hard_end)
+            return True
+        growing = not first and held > self.grace[2]
+        if not growing and held < cap / 4:
+            return False
+        self.kill(MEMORY_LIMIT, f"{self._late_message()}, still allocating: {held:.0f} MiB held of a "
+                  f"{cap} MiB memory cap", "the judge caps the memory a submission may allocate")
         return True
 
     def abort(self) -> None:
@@ -321,6 +349,39 @@ class Supervisor:
                            "a segmentation fault often means a recursion too deep for the C stack")
         return Outcome(RUNTIME_ERROR, f"the process ended with exit code {code} before finishing",
                        "do not call os._exit() or sys.exit() in a submission")
+
+
+def memory_held_mb(pid: int, cap_mb: int | None) -> float | None:
+    """The most memory a process of the child's tree holds beyond the base its cap was set on (MiB), or None.
+
+    The child caps its address space at its size then + cap_mb (child._set_limits); touching that much can
+    take longer than a case's time limit, so at the deadline this tells a memory hog from a slow loop.
+    """
+    if cap_mb is None:
+        return None
+    children: dict[int, list] = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    held, todo = None, [pid]
+    while todo:
+        p = todo.pop()
+        todo += children.get(p, [])
+        try:
+            with open(f"/proc/{p}/limits") as f:
+                cap = next(line.split()[3] for line in f if line.startswith("Max address space"))
+            with open(f"/proc/{p}/status") as f:
+                size = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:"))
+        except (OSError, StopIteration, ValueError, IndexError):
+            continue
+        if cap.isdigit():
+            mine = (size - (int(cap) - cap_mb * 2**20)) / 2**20
+            held = mine if held is None else max(held, mine)
+    return held
 
 
 def describe(mode: str, containment, guards: bool) -> str:
