@@ -22,91 +22,173 @@ BUGS = {
         'forgets_k_and_v': Plant([
             ('return 2 * num_layers',
              'return num_layers'),
-        ], WA, None),
+        ], WA, 'the factor 2'),
+        'forgets_dtype_bytes': Plant([
+            ('    return 2 * num_layers * num_kv_heads * head_dim * dtype_bytes',
+             '    return 2 * num_layers * num_kv_heads * head_dim'),
+        ], WA, 'multiply by it'),
+        'one_layer_only': Plant([
+            ('    return 2 * num_layers * num_kv_heads * head_dim * dtype_bytes',
+             '    return 2 * num_kv_heads * head_dim * dtype_bytes'),
+        ], WA, 'multiply by num_layers'),
+        'adds_layers_and_heads': Plant([
+            ('    return 2 * num_layers * num_kv_heads * head_dim * dtype_bytes',
+             '    return 2 * (num_layers + num_kv_heads) * head_dim * dtype_bytes'),
+        ], WA, '2 (K and V) x num_layers'),
+        'kv_bytes_as_a_float': Plant([
+            ('    return 2 * num_layers * num_kv_heads * head_dim * dtype_bytes',
+             '    return 2.0 * num_layers * num_kv_heads * head_dim * dtype_bytes'),
+        ], WA, 'return an int'),
         'context_not_rounded_to_blocks': Plant([
             ('(num_blocks * block_size * bytes_per_token)',
              '(context_len * bytes_per_token)'),
-        ], WA, None),
+        ], WA, 'pays for whole blocks'),
+        'forgets_block_size': Plant([
+            ('(num_blocks * block_size * bytes_per_token)',
+             '(num_blocks * bytes_per_token)'),
+        ], WA, 'budget_bytes // (ceil(context_len / block_size)'),
         'one_block_too_many': Plant([
             ('num_blocks = -(-context_len // block_size)',
              'num_blocks = context_len // block_size + 1'),
-        ], WA, None),
+        ], WA, 'one block too many'),
         'float_division_reserved': Plant([
             ('return budget_bytes // (max_len * bytes_per_token)',
              'return int(budget_bytes / (max_len * bytes_per_token))'),
-        ], WA, None),
+        ], WA, 'float division rounds'),
         'float_division_paged': Plant([
             ('return budget_bytes // (num_blocks * block_size * bytes_per_token)',
              'return int(budget_bytes / (num_blocks * block_size * bytes_per_token))'),
-        ], WA, None),
+        ], WA, 'float division rounds'),
         'returns_a_float': Plant([
             ('return budget_bytes // (max_len * bytes_per_token)',
              'return budget_bytes / (max_len * bytes_per_token) // 1'),
-        ], WA, None),
+        ], WA, 'return an int'),
         'ceiling_of_requests': Plant([
             ('return budget_bytes // (max_len * bytes_per_token)',
              'return -(-budget_bytes // (max_len * bytes_per_token))'),
-        ], WA, None),
+        ], WA, 'floor, not a ceiling'),
+        'paged_ceiling_of_requests': Plant([
+            ('return budget_bytes // (num_blocks * block_size * bytes_per_token)',
+             'return -(-budget_bytes // (num_blocks * block_size * bytes_per_token))'),
+        ], WA, 'floor, not a ceiling'),
+        'reserved_ignores_max_len': Plant([
+            ('return budget_bytes // (max_len * bytes_per_token)',
+             'return budget_bytes // (4096 * bytes_per_token)'),
+        ], WA, 'each request reserves max_len slots'),
     },
     122: {
         'offset_plus_one': Plant([
             ('+ p % block_size for p',
              '+ p % block_size + 1 for p'),
-        ], WA, None),
+        ], WA, 'off by one'),
         'table_indexed_by_offset': Plant([
             ('return [block_table[p // block_size]',
              'return [block_table[p % block_size]'),
-        ], WA, None),
+        ], WA, 'not p % block_size'),
+        'block_and_offset_swapped': Plant([
+            ('return [block_table[p // block_size] * block_size + p % block_size',
+             'return [block_table[p % block_size] * block_size + p // block_size'),
+        ], WA, '(swapped?)'),
         'ignores_the_table': Plant([
             ('return [block_table[p // block_size] * block_size + p % block_size',
              'return [p'),
-        ], WA, None),
+        ], WA, 'look the physical block up'),
         'forgets_block_size': Plant([
             ('return [block_table[p // block_size] * block_size +',
              'return [block_table[p // block_size] +'),
-        ], WA, None),
+        ], WA, 'multiply the physical block id'),
+        'next_block_on_boundary': Plant([
+            ('return [block_table[p // block_size]',
+             'return [block_table[(p + 1) // block_size]'),
+        ], WA, 'slot = block_table['),
         'returns_a_tensor': Plant([
             ('    return [block_table',
              '    import torch\n    return torch.tensor([block_table'),
             ('for p in positions]',
              'for p in positions])'),
-        ], WA, None),
+        ], WA, 'plain Python list'),
         'sorts_positions_in_place': Plant([
             ('    return [block_table',
              '    positions.sort()\n    return [block_table'),
-        ], WA, None),
-        'next_block_on_boundary': Plant([
+        ], WA, 'positions is read-only'),
+        'pads_the_table_in_place': Plant([
+            ('    return [block_table',
+             '    block_table.append(-1)\n    return [block_table'),
+        ], WA, 'block_table is read-only'),
+        'assumes_sorted_positions': Plant([
+            ('for p in positions]',
+             'for p in sorted(positions)]'),
+        ], WA, 'positions come in any order'),
+        'drops_repeated_positions': Plant([
+            ('for p in positions]',
+             'for p in dict.fromkeys(positions)]'),
+        ], WA, 'repeats included'),
+        'last_block_from_the_table_end': Plant([
             ('return [block_table[p // block_size]',
-             'return [block_table[(p + 1) // block_size]'),
-        ], WA, None),
+             'return [block_table[p // block_size if p // block_size < max(p // block_size for p in positions) else -1]'),
+        ], WA, 'may end with -1 padding'),
+        'block_size_as_a_power_of_two': Plant([
+            ('return [block_table[p // block_size] * block_size + p % block_size',
+             'return [block_table[p >> (block_size.bit_length() - 1)] * block_size + (p & (block_size - 1))'),
+        ], WA, 'not a power of two'),
+        'no_positions_crashes': Plant([
+            ('    return [block_table',
+             '    last_block = max(positions) // block_size  # noqa: F841\n    return [block_table'),
+        ], RE, 'empty'),
     },
     123: {
         'first_block_from_offset_0': Plant([
             ('lo = max(start, i * block_size) - i * block_size',
              'lo = 0'),
-        ], WA, None),
+        ], WA, 'starts mid-block'),
         'last_block_always_full': Plant([
             ('hi = min(end, (i + 1) * block_size) - i * block_size',
              'hi = block_size'),
-        ], WA, None),
+        ], WA, 'the last block is cut at end'),
         'drops_partial_last_block': Plant([
             ('range(start // block_size, -(-end // block_size))',
              'range(start // block_size, end // block_size)'),
-        ], WA, None),
+        ], WA, 'the last block may be partial'),
         'end_inclusive': Plant([
             ('hi = min(end, (i + 1)',
              'hi = min(end + 1, (i + 1)'),
-        ], WA, None),
+        ], WA, 'end is exclusive'),
         'last_block_cut_at_end_mod_block_size': Plant([
             ('hi = min(end, (i + 1) * block_size) - i * block_size',
              'hi = end % block_size if (i + 1) * block_size >= end else block_size'),
-        ], WA, None),
+        ], WA, 'is a multiple of block_size'),
+        'one_block_past_the_end': Plant([
+            ('range(start // block_size, -(-end // block_size))',
+             'range(start // block_size, end // block_size + 1)'),
+        ], RE, 'index out of range'),
+        'empty_range_gives_a_slot': Plant([
+            ('    slots: list[int] = []\n',
+             '    slots: list[int] = []\n    if start == end:\n        return [block_table[start // block_size] * block_size + start % block_size]\n'),
+        ], WA, 'no positions, return []'),
+        'offset_plus_one': Plant([
+            ('slots.extend(range(base + lo, base + hi))',
+             'slots.extend(range(base + lo + 1, base + hi + 1))'),
+        ], WA, 'off by one'),
+        'block_size_as_a_power_of_two': Plant([
+            ('slots.extend(range(base + lo, base + hi))',
+             'slots.extend(block_table[p >> (block_size.bit_length() - 1)] * block_size + (p & (block_size - 1)) for p in range(i * block_size + lo, i * block_size + hi))'),
+        ], WA, 'not a power of two'),
+        'pops_the_table': Plant([
+            ('        base = block_table[i] * block_size',
+             '        base = block_table[i] * block_size\n        if i == len(block_table) - 1 and block_table[i] == -1:\n            block_table.pop()'),
+            ('    return slots\n',
+             '    while block_table and block_table[-1] == -1:\n        block_table.pop()\n    return slots\n'),
+        ], WA, 'block_table is read-only'),
     },
     124: {
         'minus_one_not_skipped': Plant([
             ('keep = slot_mapping >= 0',
              'keep = slot_mapping >= -1'),
-        ], WA, None),
+        ], WA, 'writes the LAST row'),
+        'minus_one_clamped_to_slot_0': Plant([
+            ('    keep = slot_mapping >= 0                                          # [T]\n    slots = slot_mapping[keep].long()',
+             '    keep = slot_mapping >= -1\n    slots = slot_mapping.clamp(min=0).long()'),
+        ], WA, '(slot -1) was written to slot 0'),
         'k_and_v_swapped': Plant([
             ('[slots] = key[keep]',
              '[slots] = value_'),
@@ -114,23 +196,35 @@ BUGS = {
              '[slots] = key[keep]'),
             ('value_',
              'value[keep]'),
-        ], WA, None),
+        ], WA, '(swapped?)'),
         'not_in_place': Plant([
             ('    k_cache.view(-1',
              '    k_cache = k_cache.clone()\n    k_cache.view(-1'),
-        ], WA, None),
+        ], WA, 'in place'),
         'value_never_written': Plant([
             ('    v_cache.view(-1, H_kv, D)[slots] = value[keep]\n',
              ''),
-        ], WA, None),
+        ], WA, 'value was not written into v_cache'),
         'assumes_contiguous_key': Plant([
             ('= key[keep]',
              '= key.view(-1).view(-1, H_kv, D)[keep]'),
-        ], RE, None),
+        ], RE, 'not contiguous'),
         'slot_split_wrong': Plant([
             ('    k_cache.view(-1, H_kv, D)[slots] = key[keep]',
              '    k_cache[slots // H_kv, slots % H_kv] = key[keep]'),
-        ], RE, None),
+        ], RE, 'out of bounds'),
+        'block_and_offset_as_a_power_of_two': Plant([
+            ('    k_cache.view(-1, H_kv, D)[slots] = key[keep]                     # rows of [N * S, H_kv, D]\n    v_cache.view(-1, H_kv, D)[slots] = value[keep]',
+             '    S = k_cache.shape[1]\n    k = S.bit_length() - 1\n    k_cache[slots >> k, slots & (S - 1)] = key[keep]\n    v_cache[slots >> k, slots & (S - 1)] = value[keep]'),
+        ], WA, 'not slot'),
+        'writes_in_fp32': Plant([
+            ('= key[keep]',
+             '= key[keep].float()'),
+        ], RE, 'dtypes match'),
+        'marks_padding_in_slot_mapping': Plant([
+            ('    keep = slot_mapping >= 0 ',
+             '    slot_mapping[slot_mapping < 0] = -2\n    keep = slot_mapping >= 0 '),
+        ], WA, 'only the caches may be written'),
     },
     125: {
         'gqa_h_mod_h_kv': Plant([
@@ -138,57 +232,93 @@ BUGS = {
              'k = k.repeat(1, group, 1) '),
             ('v = v.repeat_interleave(group, dim=1) ',
              'v = v.repeat(1, group, 1) '),
-        ], WA, None),
+        ], WA, 'h % H_kv'),
         'tail_of_last_block_not_cut': Plant([
             ('k = k_cache[blocks].reshape(-1, H_kv, D)[:n]',
              'k = k_cache[blocks].reshape(-1, H_kv, D)'),
             ('v = v_cache[blocks].reshape(-1, H_kv, D)[:n]',
              'v = v_cache[blocks].reshape(-1, H_kv, D)'),
-        ], WA, None),
+        ], WA, "the last block's unused tail was read"),
+        'masks_the_scores_but_not_v': Plant([
+            ('k = k_cache[blocks].reshape(-1, H_kv, D)[:n]',
+             'k = k_cache[blocks].reshape(-1, H_kv, D)'),
+            ('v = v_cache[blocks].reshape(-1, H_kv, D)[:n]',
+             'v = v_cache[blocks].reshape(-1, H_kv, D)'),
+            ('* scale  # [H, n]',
+             '* scale\n        scores[:, n:] = float("-inf")'),
+        ], WA, '0 x NaN = NaN'),
         'scale_ignored': Plant([
             ('k) * scale',
              'k) * D**-0.5'),
-        ], WA, None),
+        ], WA, 'use the `scale` argument'),
         'one_token_too_few': Plant([
             ('n = int(context_lens[b])',
              'n = int(context_lens[b]) - 1 or 1'),
-        ], WA, None),
+        ], WA, 'one key too few'),
+        'one_token_too_many': Plant([
+            ('n = int(context_lens[b])',
+             'n = int(context_lens[b]) + 1'),
+        ], WA, 'one token too many'),
         'softmax_over_heads': Plant([
             ('scores.softmax(dim=-1)',
              'scores.softmax(dim=0)'),
-        ], WA, None),
+        ], WA, 'softmax(q . k * scale) . v in fp32'),
         'every_context_as_long_as_the_first': Plant([
             ('n = int(context_lens[b])',
              'n = int(context_lens[0])'),
-        ], WA, None),
+        ], WA, 'softmax(q . k * scale) . v in fp32'),
+        'exp_without_the_max': Plant([
+            ('scores.softmax(dim=-1)',
+             '(scores.exp() / scores.exp().sum(-1, keepdim=True))'),
+        ], WA, 'subtract the row'),
+        'cleans_the_cache_in_place': Plant([
+            ('    out = torch.empty_like(q) ',
+             '    k_cache.nan_to_num_(0.0)\n    v_cache.nan_to_num_(0.0)\n    out = torch.empty_like(q) '),
+        ], WA, 'every argument is read-only'),
+        'returns_fp32': Plant([
+            ('    out = torch.empty_like(q) ',
+             '    out = torch.empty_like(q, dtype=torch.float32) '),
+        ], WA, "the query's shape and dtype"),
     },
     126: {
         'causal_mask_from_position_0': Plant([
             ('pos = torch.arange(n - q_len, n)',
              'pos = torch.arange(q_len)'),
-        ], WA, None),
+        ], WA, 'not i'),
         'no_causal_mask': Plant([
             ('        scores = scores.masked_fill(~mask, float("-inf"))\n',
              ''),
-        ], WA, None),
+        ], WA, 'must not see keys after'),
         'gqa_h_mod_h_kv': Plant([
             ('k = k.repeat_interleave(group, dim=1) ',
              'k = k.repeat(1, group, 1) '),
             ('v = v.repeat_interleave(group, dim=1) ',
              'v = v.repeat(1, group, 1) '),
-        ], WA, None),
-        'tail_of_last_block_not_cut': Plant([
+        ], WA, 'h % H_kv'),
+        'masks_the_tail_but_keeps_it_in_v': Plant([
             ('k = k_cache[blocks].reshape(-1, H_kv, D)[:n]',
              'k = k_cache[blocks].reshape(-1, H_kv, D)'),
             ('v = v_cache[blocks].reshape(-1, H_kv, D)[:n]',
              'v = v_cache[blocks].reshape(-1, H_kv, D)'),
             ('torch.arange(n)[None, :]',
              'torch.arange(k.shape[0])[None, :]'),
-        ], WA, None),
+        ], WA, '0 x NaN = NaN'),
         'mask_diagonal_strict': Plant([
             ('<= pos[:, None]',
              '< pos[:, None]'),
-        ], WA, None),
+        ], WA, 'one key too few'),
+        'one_token_too_many': Plant([
+            ('n, q_len = int(seq_lens[b]), cu[b + 1] - cu[b]',
+             'n, q_len = int(seq_lens[b]) + 1, cu[b + 1] - cu[b]'),
+        ], WA, 'one token too many'),
+        'scale_ignored': Plant([
+            ('k) * scale',
+             'k) * D**-0.5'),
+        ], WA, 'use the `scale` argument'),
+        'exp_without_the_max': Plant([
+            ('scores.softmax(-1)',
+             '(scores.exp() / scores.exp().sum(-1, keepdim=True))'),
+        ], WA, 'subtract the row'),
     },
     127: {
         'freed_blocks_to_the_front': Plant([
@@ -346,11 +476,25 @@ BUGS = {
         'ignores_the_row_stride': Plant([
             ('token.to(tl.int64) * key_stride',
              'token.to(tl.int64) * ROW'),
-        ], WA, 'not t * ROW'),
+        ], WA, 'key.stride(0)'),
+        'value_stride_from_key': Plant([
+            ('value, value.stride(0), k_cache',
+             'value, key.stride(0), k_cache'),
+        ], WA, 'value.stride(0)'),
+        'writes_a_copy': Plant([
+            ('        key, key.stride(0), value, value.stride(0), k_cache, v_cache, slot_mapping,',
+             '        key, key.stride(0), value, value.stride(0), k_cache.clone(), v_cache.clone(), slot_mapping,'),
+        ], WA, 'in place'),
         'row_not_masked': Plant([
             ('    mask = offs < ROW ',
              '    mask = offs < BLOCK '),
         ], WA, 'mask the row'),
+        'minus_one_in_the_mask': Plant([
+            ('    if slot < 0:                                                     # a padding token: nothing to write\n        return\n',
+             ''),
+            ('    mask = offs < ROW ',
+             '    mask = (offs < ROW) & (slot >= 0) '),
+        ], RE, 'return early for slot < 0'),
         'k_and_v_swapped': Plant([
             ('tl.store(k_cache_ptr + slot * ROW + offs, key,',
              'tl.store(k_cache_ptr + slot * ROW + offs, value,'),
@@ -364,17 +508,33 @@ BUGS = {
         'tail_off_by_one': Plant([
             ('in_ctx = tok < context_len',
              'in_ctx = tok <= context_len'),
-        ], WA, 'too many'),
+        ], WA, 'one token too many'),
         'follows_the_padding': Plant([
             ('mask=in_ctx, other=0)',
              ')'),
             ('kv_mask = in_ctx[:, None] & d_mask[None, :]',
              'kv_mask = (tok >= 0)[:, None] & d_mask[None, :]'),
-        ], WA, 'NaN'),
+        ], WA, 'mask the K/V loads'),
         'no_rescale': Plant([
             ('acc = acc * alpha[:, None] +',
              'acc = acc +'),
         ], WA, 'online softmax'),
+        'running_max_from_zero': Plant([
+            ('m = tl.full([BLOCK_G], float("-inf"), tl.float32)',
+             'm = tl.zeros([BLOCK_G], tl.float32)'),
+        ], WA, 'starts at -inf, not 0'),
+        'table_rows_m_apart': Plant([
+            ('block_tables.stride(0), scale,',
+             'block_tables.shape[1], scale,'),
+        ], WA, 'not M ='),
+        'scale_ignored': Plant([
+            ('block_tables.stride(0), scale,',
+             'block_tables.stride(0), D**-0.5,'),
+        ], WA, 'use the `scale` argument'),
+        'returns_fp32': Plant([
+            ('    out = torch.empty_like(q) ',
+             '    out = torch.empty_like(q, dtype=torch.float32) '),
+        ], WA, "the query's shape and dtype"),
     },
     132: {
         'skips_ahead_past_a_head_that_does_not_fit': Plant([
