@@ -131,6 +131,10 @@ def check(case: Case, expected: dict, got: dict) -> Outcome:
     other = (value, key)[idx[0]][t, h, d].item()
     if diff(observe(g), observe(other)) is None:
         return wrong(message, "k_cache gets key and v_cache gets value (swapped?)")
+    held = _rows_equal_to(rows, got["caches"][idx[0]].reshape(-1, *rows.shape[1:])[slot])
+    if held:
+        return wrong(message, f"slot {slot} holds token {held[0]}'s row, not token {t}'s: keep the rows and "
+                     "the slots aligned (drop a padded token's row together with its slot)")
     return wrong(message, f"token {t} goes to slot {slot}: block slot // block_size = {n}, "
                  f"offset slot % block_size = {s}")
 

@@ -90,7 +90,7 @@ def check(case: Case, expected: dict, got: dict) -> Outcome:
     n, s, h, d = (int(x) for x in outcome.message.split("[", 1)[1].split("]")[0].split(","))
     slot, e = n * S + s, h * D + d                                   # the slot and the element in its row
     if slot not in slots and slot - 1 in slots and e < (1 << (row - 1).bit_length()) - row:
-        outcome.hint = (f"element {e} of the row after slot {slot - 1} was written: mask the row, offsets "
+        outcome.hint = (f"element {e} of the row after slot {slot - 1} was written: mask the row: offsets "
                         f"ROW = {row} and beyond belong to the next row")
     elif slot in slots and a["strided"] in (True, ("key", "value")[which]):
         t = slots.index(slot)
