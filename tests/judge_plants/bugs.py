@@ -541,6 +541,10 @@ BUGS = {
             ('            h = self.compute_hash(token_ids, h)\n            block_id',
              '            h = self.compute_hash(token_ids)\n            block_id'),
         ], WA, 'hashes are chained'),
+        'lookup_not_chained': Plant([
+            ('            h = self.compute_hash(token_ids, h)\n            block_id',
+             '            h = self.compute_hash(token_ids)\n            block_id'),
+        ], WA, 'a missed hit'),
         'hashes_without_self_compute_hash': Plant([
             ('h = self.compute_hash(token_ids, h) if len',
              'h = BlockManager.compute_hash(token_ids, h) if len'),
@@ -767,6 +771,18 @@ BUGS = {
             ('            block_manager.may_append(seq)\n',
              ''),
         ], WA, 'change the pool only through'),
+        'prefill_called_a_decode': Plant([
+            ('        return scheduled, True\n',
+             '        return scheduled, False\n'),
+        ], WA, 'a step is a prefill exactly when it admitted someone'),
+        'admits_one_per_step': Plant([
+            ('        scheduled.append(seq)\n    if scheduled:',
+             '        scheduled.append(seq)\n        break\n    if scheduled:'),
+        ], WA, 'admit from waiting[0] while budget'),
+        'resets_the_cached_tokens': Plant([
+            ('        block_manager.allocate(seq)\n',
+             '        block_manager.allocate(seq)\n        seq.num_cached_tokens = 0\n'),
+        ], WA, 'finds the prefix hits'),
         'is_prefill_as_int': Plant([
             ('        return scheduled, True\n',
              '        return scheduled, 1\n'),

@@ -210,6 +210,6 @@ def _allocate_hint(name: str, num_tokens: int, e: dict, g: dict) -> str:
     if isinstance(g_cached, int) and g_cached > e_cached:
         return "a false hit: a hit needs the hash AND the token ids to match (hashes can collide)"
     if isinstance(g_cached, int) and g_cached < e_cached:
-        return ("a missed hit: hash each FULL block chained on the previous one and look it up in "
-                "hash_to_block_id; freed blocks keep their hash until reused")
+        return ("a missed hit: look each FULL block up by its chained hash in hash_to_block_id (a freed "
+                "block can be hit until it is reused)")
     return "hits first (shared or taken back from the queue), then fresh blocks from the FRONT of the queue"
