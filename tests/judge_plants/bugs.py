@@ -701,6 +701,14 @@ BUGS = {
             ('block_tables.stride(0), scale,',
              'block_tables.stride(0), D**-0.5,'),
         ], WA, 'use the `scale` argument'),
+        'store_not_masked_by_head': Plant([
+            ('out.to(out_ptr.dtype.element_ty), mask=q_mask)',
+             'out.to(out_ptr.dtype.element_ty), mask=d_mask[None, :])'),
+        ], WA, 'mask the store'),
+        'store_not_masked_by_dim': Plant([
+            ('out.to(out_ptr.dtype.element_ty), mask=q_mask)',
+             'out.to(out_ptr.dtype.element_ty), mask=g_mask[:, None])'),
+        ], WA, 'mask the store'),
         'returns_fp32': Plant([
             ('    out = torch.empty_like(q) ',
              '    out = torch.empty_like(q, dtype=torch.float32) '),

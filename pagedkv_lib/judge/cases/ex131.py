@@ -16,23 +16,25 @@ Clauses of the contract -> the fixed case that holds each (exercise 125's list, 
     any scale: a running max that starts at -inf     all_scores_far_below_zero, scores_overflow_...
     G not a power of two, D not a power of two       odd_group_and_head_dim
     the output has q's dtype                         fp16, bf16, many_tiles_fp16
+    stores masked: nothing written past out          odd_group_and_head_dim (out made in guard memory)
     on a GPU, G = 4 (a tl.dot tile needs 16 rows)    cuda/bf16_gqa4_4096
 Shapes: docs/conventions.md.
 """
 from __future__ import annotations
 
+import contextlib
 import random
 import sys
 
 import torch
 
 from pagedkv_lib.core.paged_attention import paged_attention_decode as _oracle
-from pagedkv_lib.judge.outcome import Outcome
+from pagedkv_lib.judge.outcome import Outcome, wrong
 
 from . import Case, ex125, fresh, observe
 from .attention_cases import GARBAGE, TOLERANCE, check_attention, make_case, reference
 from .kernel_harness import bench_report as _bench_report
-from .kernel_harness import bench_submission, call, fingerprint, guarded, to_device, where
+from .kernel_harness import bench_submission, call, fingerprint, guarded, outside, to_device, where
 
 NAME = "paged_attention_decode_triton"
 EXTRA = [  # name, context_lens, block_size, H, H_kv, D, options (make_case's)
@@ -91,13 +93,52 @@ def run(ns, case: Case) -> dict:
     a = fresh(case.args)
     q, lens = a["q"].to(device), a["seq_lens"].to(device)
     k_cache, v_cache, tables = (to_device(a[k], device) for k in ("k_cache", "v_cache", "block_tables"))
-    out = call(ns[NAME], q, k_cache, v_cache, tables, lens, a["scale"])
+    with guarded_allocations():
+        out = call(ns[NAME], q, k_cache, v_cache, tables, lens, a["scale"])
     inputs = [fingerprint(t) for t in (q, k_cache, v_cache, tables, lens)]   # read-only: unchanged?
-    return {"out": observe(out), "inputs": inputs}
+    guard = outside(out) if isinstance(out, torch.Tensor) and out.is_contiguous() else None
+    return {"out": observe(out), "inputs": inputs, "out_guard": observe(guard)}
+
+
+OUT_GUARD = 4096    # NaN elements before and after a tensor the launcher makes: more than a tile overruns
+
+
+@contextlib.contextmanager
+def guarded_allocations():
+    """While inside, torch.empty / empty_like / zeros / zeros_like make floating-point tensors as views into a
+    buffer with OUT_GUARD NaN elements on each side (torch.empty's own contents: NaN), so that a kernel's
+    store past the end of its output lands where `outside` sees it."""
+    made = {name: getattr(torch, name) for name in ("empty", "empty_like", "zeros", "zeros_like")}
+
+    def guarded(name):
+        def make(*args, **kwargs):
+            t = made[name](*args, **kwargs)
+            if "out" in kwargs or not t.is_floating_point() or t.numel() == 0 or t.requires_grad:
+                return t
+            buf = made["empty"](t.numel() + 2 * OUT_GUARD, dtype=t.dtype, device=t.device)  # [numel + guards]
+            buf.fill_(float("nan"))
+            view = buf[OUT_GUARD : OUT_GUARD + t.numel()].view(t.shape)                       # t's shape
+            return view.zero_() if name.startswith("zeros") else view
+        return make
+
+    try:
+        for name in made:
+            setattr(torch, name, guarded(name))
+        yield
+    finally:
+        for name, fn in made.items():
+            setattr(torch, name, fn)
 
 
 def check(case: Case, expected: dict, got: dict) -> Outcome:
-    """Exercise 125's check, with the kernel's side of its hints: masked loads, the online softmax."""
+    """Exercise 125's check, with the kernel's side of its hints: masked loads, the online softmax; first,
+    the guard memory around the output."""
+    guard = got.get("out_guard")
+    if isinstance(guard, torch.Tensor) and guard.is_floating_point() and bool((~torch.isnan(guard)).any()):
+        return wrong("memory around the output was written (the NaN guard the judge puts before and after a "
+                     "tensor made with torch.empty_like and friends)",
+                     "mask the store: query heads past G and dims past D are not this program's (BLOCK_G "
+                     "and BLOCK_D are rounded up to powers of two); the last head's extra rows lie past out")
     outcome = check_attention(case, expected, got)
     out = got.get("out")
     if not outcome.passed and outcome.hint and _rows_m_apart(case.args, out):
