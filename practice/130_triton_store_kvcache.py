@@ -27,7 +27,12 @@ def store_kvcache_kernel(
     ROW: tl.constexpr,    # H_kv * D, elements in one token's row
     BLOCK: tl.constexpr,  # the next power of two >= ROW (tl.arange needs a power of two)
 ):
-    """Program t copies key[t] and value[t] into row slot_mapping[t] of k_cache and v_cache."""
+    """Program t copies key[t] and value[t] into row slot_mapping[t] of k_cache and v_cache.
+
+    A padding token (slot -1) returns at once: `if slot < 0: return`. Folding the test into the mask,
+    `(offs < ROW) & (slot >= 0)`, works on a GPU, but Triton's interpreter rejects it ("mask has unsupported
+    dtype").
+    """
     raise NotImplementedError("store_kvcache_kernel: your code here (exercise 130)")
 
 

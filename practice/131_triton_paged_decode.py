@@ -31,7 +31,7 @@ def paged_attention_decode_kernel(
     GROUP: tl.constexpr,         # G = H // H_kv, query heads per KV head
     HEAD_DIM: tl.constexpr,      # D
     BLOCK_SIZE: tl.constexpr,    # S
-    BLOCK_G: tl.constexpr,       # the next power of two >= G
+    BLOCK_G: tl.constexpr,       # the next power of two >= G (>= 16 if you use tl.dot: see the launcher)
     BLOCK_N: tl.constexpr,       # tokens per KV tile (a power of two)
     BLOCK_D: tl.constexpr,       # the next power of two >= D
 ):
@@ -58,8 +58,11 @@ def paged_attention_decode_triton(q: torch.Tensor, k_cache: torch.Tensor, v_cach
     Returns: a new [B, H, D] tensor of q's dtype and device: out[b, h] = softmax_j(q[b, h] . k_j * scale) .
         v_j over the context of b, with k_j, v_j of KV head h // (H // H_kv). The work must be done by a
         Triton kernel launched here, with the softmax computed online over tiles of the context, in fp32
-        (tl.dot on fp32 inputs needs input_precision="ieee" on a GPU to stay within tolerance). The judge
-        allows atol = rtol = 1e-4 in fp32, 3e-3 in fp16, 2e-2 in bf16.
+        (tl.dot on fp32 inputs needs input_precision="ieee" on a GPU to stay within tolerance). On a GPU
+        every dimension of a tl.dot is at least 16, so with tl.dot take BLOCK_G = max(16, next power of two
+        >= G) and mask the extra rows: the interpreter accepts G = 4 rows, the GPU compiler does not (the
+        judge's GPU cases have G = 4). The judge allows atol = rtol = 1e-4 in fp32, 3e-3 in fp16, 2e-2 in
+        bf16.
     Mutates nothing. Errors: inconsistent shapes may raise (the judge passes consistent ones).
     Example: B = 1, context_lens = [6], block_tables = [[7, 2, -1]], S = 4: the keys are rows 0..3 of
         block 7 then rows 0..1 of block 2; a tile of 8 tokens covers positions 0..7, and positions 6 and 7

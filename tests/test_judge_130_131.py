@@ -39,7 +39,8 @@ def test_130_notebook_namespace_with_a_kernel_is_graded(tmp_path, capsys):
     namespace = runpy.run_path(str(path))
     result = judge(130, namespace)
     assert result.ok, result.first_failure
-    assert "21/21 passed: PASSED" in capsys.readouterr().out
+    n = len(ex130.build(0))
+    assert f"{n}/{n} passed: PASSED" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("exercise_id", [130, 131])
@@ -89,3 +90,46 @@ def test_13x_bench_checks_accept_the_library_kernels_and_reject_wrong_results():
         if not any(words in str(exc) for words in kernel_harness.INTERPRETER_TROUBLE):
             raise
         pytest.skip(f"this Triton's interpreter cannot run the library's decode kernel: {exc}")
+
+
+TL_DOT = [  # exercise 131's solution with tl.dot, BLOCK_G the next power of two >= G as a learner may take it
+    ("tl.sum(q[:, None, :] * k[None, :, :], axis=2) * scale",
+     'tl.dot(q, tl.trans(k), input_precision="ieee") * scale'),
+    ("tl.sum(p[:, :, None] * v[None, :, :], axis=1)", 'tl.dot(p, v, input_precision="ieee")'),
+]
+
+
+def tl_dot_submission(tmp_path):
+    source = get(131).solution_path.read_text()
+    for good, bad in TL_DOT:
+        assert source.count(good) == 1
+        source = source.replace(good, bad)
+    path = tmp_path / "131_tl_dot.py"
+    path.write_text(source)
+    return path
+
+
+def test_131_tl_dot_with_fewer_than_16_rows_is_named_on_a_gpu_and_passes_in_the_interpreter(tmp_path):
+    """The GPU compiler refuses a tl.dot of fewer than 16 rows (G = 4 in the judge's GPU cases); the judge's
+    hint names it. On the CPU the interpreter accepts it; with CUDA the GPU case set must refuse it."""
+    from pagedkv_lib.judge.outcome import describe_exception
+
+    class CompilationError(Exception):                               # triton.compiler.errors' words
+        pass
+
+    said = ("at 33:12:\n        s = tl.dot(q, tl.trans(k)) * scale\n            ^\n"
+            "AssertionError('Input shapes should have M >= 16, N >= 16 and K >= 16')")
+    record = describe_exception(CompilationError(said))
+    assert record["verdict"] == "runtime error" and "at least 16" in record["hint"]
+    assert "BLOCK_G = max(16" in record["hint"]
+    cases = ex131.build(0, "cuda")
+    assert any(c.args["q"].shape[1] // c.args["k_cache"].shape[2] == 4 for c in cases)
+    path = tl_dot_submission(tmp_path)
+    (cpu,) = grade(131, [path], isolation="fork")
+    skip_on_an_old_interpreter(cpu)
+    assert cpu.ok, cpu.first_failure
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA: the GPU half runs on a GPU machine")
+    (gpu,) = grade(131, [path], device="cuda")
+    failure = gpu.first_failure
+    assert gpu.verdict == "runtime error" and "at least 16" in failure.outcome.hint, failure

@@ -1,6 +1,6 @@
-"""Every exercise's judge against its planted bugs (judge_plants/bugs.py), one parametrized test: the
-reference solution passes, the generated stub is "not implemented" on every case, and each planted bug is
-rejected with its verdict and, where the plant names one, a hint that names its cause.
+"""Every exercise's judge against its planted bugs (judge_plants/bugs.py): the reference solution passes, the
+generated stub is "not implemented" on every case, and each planted bug is rejected by a FIXED case with its
+verdict and a hint that names its cause, and names no other plant's cause, at every seed.
 
 Stubs are generated afresh from the solutions into a temporary folder, so what a learner wrote in practice/
 does not change what these tests mean. The submissions run in forked children (fast); the sandbox that the
@@ -12,10 +12,10 @@ from __future__ import annotations
 import pytest
 from judge_plants.bugs import BUGS
 
-from pagedkv_lib.judge.cases import kernel_harness
+from pagedkv_lib.judge.cases import diff_free, kernel_harness
 from pagedkv_lib.judge.grading import grade
 from pagedkv_lib.judge.outcome import NOT_IMPLEMENTED
-from pagedkv_lib.judge.registry import get
+from pagedkv_lib.judge.registry import EXERCISES, get
 from pagedkv_lib.judge.stubs import make_stub
 
 
@@ -25,8 +25,8 @@ def planted(exercise_id: int, tmp_path) -> list:
     paths = []
     for name, plant in BUGS[exercise_id].items():
         text = source
-        for good, bad in plant.edits:
-            assert text.count(good) == 1, f"{exercise_id}/{name}: the solution changed: update the plant"
+        for good, bad, *times in plant.edits:
+            assert text.count(good) == (times or [1])[0], f"{exercise_id}/{name}: the solution changed"
             text = text.replace(good, bad)
         path = tmp_path / f"{exercise_id}_{name}.py"
         path.write_text(text)
@@ -43,6 +43,25 @@ def skip_on_an_old_interpreter(result) -> None:
         pytest.skip(failure.outcome.message)
 
 
+def check_plants(exercise_id: int, results, seed: int) -> None:
+    """Each plant: not passed, its verdict, caught first by a fixed case, its hint words in the report, and
+    no other plant's words (of another cause) in its hint."""
+    plants = BUGS[exercise_id]
+    for (name, plant), result in zip(plants.items(), results, strict=True):
+        failure = result.first_failure
+        where = f"{exercise_id}/{name} at seed {seed}"
+        assert not result.ok and failure is not None, f"{where}: the judge missed it"
+        outcome = result.load or failure.outcome
+        assert result.verdict == plant.verdict, f"{where}: {result.verdict}: {outcome}"
+        assert failure.name.startswith("fixed/"), f"{where}: first caught by {failure.name}, not a fixed case"
+        assert outcome.message, where
+        assert plant.hint in f"{outcome.message} {outcome.hint}", f"{where}: {outcome}"
+        for other in plants.values():
+            if plant.hint in other.hint or other.hint in plant.hint:
+                continue                                             # the same cause, or words too close
+            assert other.hint not in outcome.hint, f"{where}: its hint names another cause: {outcome.hint}"
+
+
 @pytest.mark.parametrize("exercise_id", sorted(BUGS))
 def test_judge_solution_passes_stub_is_not_implemented_and_every_planted_bug_gets_its_verdict_and_hint(
         exercise_id, tmp_path):
@@ -57,11 +76,34 @@ def test_judge_solution_passes_stub_is_not_implemented_and_every_planted_bug_get
     assert solution.ok, (solution.first_failure, solution.load)
     assert practice.verdict == NOT_IMPLEMENTED and practice.passed == 0
     assert all(c.verdict == NOT_IMPLEMENTED for c in practice.cases)
-    for (name, plant), result in zip(BUGS[exercise_id].items(), results, strict=True):
-        failure = result.first_failure
-        assert not result.ok and failure is not None, f"{exercise_id}/{name}: the judge missed it"
-        outcome = result.load or failure.outcome
-        assert result.verdict == plant.verdict, f"{name}: {result.verdict}: {outcome}"
-        assert outcome.message, name
-        if plant.hint is not None:
-            assert plant.hint in f"{outcome.message} {outcome.hint}", f"{name}: {outcome}"
+    check_plants(exercise_id, results, 0)
+
+
+@pytest.mark.parametrize("exercise_id", sorted(BUGS))
+def test_judge_every_planted_bug_is_caught_by_a_fixed_case_at_seeds_1_2_3(exercise_id, tmp_path, monkeypatch):
+    """The fixed cases alone (the random ones dropped, to stay fast) catch every plant, with its hint, at
+    other seeds too."""
+    module = get(exercise_id).cases()
+    build = module.build
+    monkeypatch.setattr(module, "build", lambda seed, device="cpu": [
+        c for c in build(seed, device) if c.name.startswith("fixed/")])
+    bugs = planted(exercise_id, tmp_path)
+    for seed in (1, 2, 3):
+        solution, *results = grade(exercise_id, [get(exercise_id).solution_path, *bugs], seed=seed, jobs=2,
+                                   isolation="fork")
+        skip_on_an_old_interpreter(solution)
+        assert solution.ok, (seed, solution.first_failure)
+        check_plants(exercise_id, results, seed)
+
+
+@pytest.mark.parametrize("exercise_id", sorted(EXERCISES))
+def test_judge_fixed_cases_are_the_same_at_every_seed(exercise_id):
+    """A fixed case is fixed: what catches a plant at seed 0 catches it at any seed."""
+    module = get(exercise_id).cases()
+    first = [c for c in module.build(0) if c.name.startswith("fixed/")]
+    assert len(first) >= 5
+    for seed in (1, 2, 3):
+        again = [c for c in module.build(seed) if c.name.startswith("fixed/")]
+        assert [c.name for c in again] == [c.name for c in first]
+        for a, b in zip(first, again):
+            assert diff_free(a.args, b.args), f"{exercise_id} {a.name} differs at seed {seed}"

@@ -1,7 +1,10 @@
 """The sandbox: whatever a submission does, it ends in a clear non-passing verdict within the limits.
 
-Every hostile submission of judge_plants/adversarial.py is graded with short limits; none may pass, none may
-hang, none may crash the judge, and nothing it prints reaches the judge's own output.
+Every hostile submission of judge_plants/adversarial.py is graded with short limits in forked children (the
+judge's logic: channels, limits, restarts, the library's guard), and one of each kind of misbehaviour again
+in the bubblewrap sandbox the command line uses (a child there starts a fresh Python: the whole set would
+take minutes); none may pass, none may hang, none may crash the judge, and nothing it prints reaches the
+judge's own output.
 """
 from __future__ import annotations
 
@@ -19,16 +22,28 @@ STARTUP_S = 6.0     # a child's own start (python, torch; more on a busy machine
 WORST_S = LIMITS.import_limit_s + LIMITS.total_limit_s + (1 + LIMITS.max_restarts) * STARTUP_S + 3.0
 
 
-@pytest.mark.parametrize("exercise_id", sorted({ex for ex, _, _ in ADVERSARIAL.values()}))
-def test_judge_every_hostile_submission_gets_a_clear_verdict_in_time(exercise_id, tmp_path, capfd):
-    names = [n for n, (ex, _, _) in ADVERSARIAL.items() if ex == exercise_id]
+IN_THE_SANDBOX = {"infinite_loop", "sys_exit_at_import", "os_exit_inside", "allocates_64_gib",
+                  "floods_stdout", "segfaults", "forges_a_finished_frame", "closes_every_fd",
+                  "patches_torch_comparisons", "reexports_the_library", "loads_the_solution_by_path"}
+RUNS = [(ex, "fork") for ex in sorted({ex for ex, _, _ in ADVERSARIAL.values()})]
+RUNS += [(ex, "bwrap") for ex in sorted({ADVERSARIAL[n][0] for n in IN_THE_SANDBOX})]
+
+
+@pytest.mark.parametrize("exercise_id, isolation", RUNS)
+def test_judge_every_hostile_submission_gets_a_clear_verdict_in_time(exercise_id, isolation, tmp_path, capfd):
+    from pagedkv_lib.judge import isolation as iso
+
+    if isolation == "bwrap" and iso.bwrap_path() is None:
+        pytest.skip("bwrap is missing or cannot sandbox here (.ci/run installs it)")
+    names = [n for n, (ex, _, _) in ADVERSARIAL.items()
+             if ex == exercise_id and (isolation == "fork" or n in IN_THE_SANDBOX)]
     paths = []
     for name in names:
         path = tmp_path / f"{exercise_id}_{name}.py"
         path.write_text(ADVERSARIAL[name][1])
         paths.append(path)
     t0 = time.monotonic()
-    results = grade(exercise_id, paths, limits=LIMITS, jobs=2)
+    results = grade(exercise_id, paths, limits=LIMITS, jobs=2, isolation=isolation)
     elapsed = time.monotonic() - t0
     out, err = capfd.readouterr()
     for name, result in zip(names, results, strict=True):

@@ -63,6 +63,14 @@ def describe_exception(exc: BaseException, files=()) -> dict:
         verdict, hint = RUNTIME_ERROR, "a recursion that never reaches its base case?"
     elif isinstance(exc, ForbiddenCall):
         verdict, hint = RUNTIME_ERROR, "write the graded code yourself; the library is the oracle"
+    elif "Input shapes should have M >=" in said:
+        verdict, hint = RUNTIME_ERROR, ("on a GPU every dimension of a tl.dot is at least 16: pad the "
+                                        "tile (e.g. BLOCK_G = max(16, next power of two >= G)) and mask the "
+                                        "extra rows")
+    elif "mask has unsupported dtype" in said:
+        verdict, hint = RUNTIME_ERROR, ("Triton's interpreter rejects a mask that mixes a block with a "
+                                        "scalar test, such as (offs < ROW) & (slot >= 0): return early for "
+                                        "slot < 0")
     elif "view size is not compatible" in said:
         verdict, hint = RUNTIME_ERROR, "a tensor here is not contiguous (a slice of another): use .reshape()"
     else:

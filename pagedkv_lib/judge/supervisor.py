@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass
 
 from . import isolation, launch
+from .child_end import describe, ended_how, memory_held_mb
 from .outcome import MEMORY_LIMIT, RUNTIME_ERROR, SKIPPED, TIME_LIMIT, Outcome, from_record
 from .protocol import (
     BenchFinished,
@@ -39,6 +40,7 @@ from .protocol import (
     Refused,
 )
 
+GRACE_MB = 64            # held beyond the child's start at a deadline: maybe filling its memory cap
 REFUSED_HINT = ("a graded function computes its answer and returns it: it may not write files outside its "
                 "working directory, start processes, load native code or open sockets")
 
@@ -86,6 +88,7 @@ class Supervisor:
         self.status: int | None = None
         self.eof = False
         self.eof_at: float | None = None
+        self.grace: tuple | None = None               # (phase, case, MiB held) of a deadline extended once
         run.isolation = describe(mode, self.containment, self.limits.guards)
 
     # reading ------------------------------------------------------------------------------------------
@@ -150,6 +153,11 @@ class Supervisor:
             if message.index != self.index:
                 raise ProtocolError(f"case {message.index} finished, {self.index} was running")
             run.record(message.index, message.record)
+            error = message.record.error
+            if error is not None and error.verdict == MEMORY_LIMIT:   # ends the child as a crash would:
+                self.outcome = from_record(error)                      # its next cases would fill it again
+                self._kill_everything()
+                return
             self.next = message.index + 1
             self.phase, self.deadline = Phase.BETWEEN, min(now + lim.time_limit_s, self.hard_end)
         elif isinstance(message, BenchStarted):
@@ -179,7 +187,7 @@ class Supervisor:
                 self._kill_everything()
             elif self.outcome is None and self.phase == Phase.STARTING:
                 self.kill(RUNTIME_ERROR, self._late_message(), "grade it again when the machine is less busy")
-            elif self.outcome is None:
+            elif self.outcome is None and not self._still_allocating(now):
                 self.kill(TIME_LIMIT, self._late_message(), "an infinite loop, or far too much work?")
         if self.status is None:
             pid, status = os.waitpid(self.pid, os.WNOHANG)
@@ -200,6 +208,27 @@ class Supervisor:
             self.read(self.res_fd)
             if len(self.reader.buf) == before and not self.eof:
                 break
+        return True
+
+    def _still_allocating(self, now: float) -> bool:
+        """At a deadline: is the child filling its memory cap (touching that much can take longer than a
+        case's time limit)? Once, it gets one more time limit to reach the cap (its MemoryError is then a
+        memory limit); at the second deadline, memory still growing, or a quarter of the cap held, is a
+        memory limit too. True while the child runs on."""
+        cap = self.limits.memory_limit_mb
+        held = memory_held_mb(self.pid, cap)
+        if held is None or held < GRACE_MB:
+            return False
+        first = self.grace is None or self.grace[:2] != (self.phase, self.index)
+        if first and now < self.hard_end:
+            self.grace = (self.phase, self.index, held)
+            self.deadline = min(now + self.limits.time_limit_s, self.hard_end)
+            return True
+        growing = not first and held > self.grace[2]
+        if not growing and held < cap / 4:
+            return False
+        self.kill(MEMORY_LIMIT, f"{self._late_message()}, still allocating: {held:.0f} MiB held of a "
+                  f"{cap} MiB memory cap", "the judge caps the memory a submission may allocate")
         return True
 
     def abort(self) -> None:
@@ -278,31 +307,7 @@ class Supervisor:
         return None
 
     def _death(self) -> Outcome:
-        status = self.status or 0
-        sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
-        code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
-        if self.mode == "bwrap" and code is not None and code > 128:    # bwrap passes a signal on as 128 + n
-            sig, code = code - 128, None
-        if sig is not None:
-            if sig == signal.SIGKILL:
-                return Outcome(MEMORY_LIMIT, "killed by the system (out of memory?)")
-            if sig == signal.SIGXCPU:
-                return Outcome(TIME_LIMIT, "over the CPU time limit")
-            name = signal.Signals(sig).name if sig in signal.Signals.__members__.values() else str(sig)
-            return Outcome(RUNTIME_ERROR, f"crashed with {name}",
-                           "a segmentation fault often means a recursion too deep for the C stack")
-        return Outcome(RUNTIME_ERROR, f"the process ended with exit code {code} before finishing",
-                       "do not call os._exit() or sys.exit() in a submission")
-
-
-def describe(mode: str, containment, guards: bool) -> str:
-    """How a submission was graded, for the report and --json."""
-    where = ("bwrap sandbox (read-only files, no network, own PID namespace)" if mode == "bwrap"
-             else "forked child (no sandbox)")
-    layers = [where, containment.describe()]
-    if guards:
-        layers.append("in-process guards")
-    return " + ".join(layers)
+        return ended_how(self.status or 0, self.mode)
 
 
 @dataclass(frozen=True)

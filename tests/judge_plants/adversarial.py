@@ -41,6 +41,13 @@ ADVERSARIAL = {
     "grows_a_list_until_memory_runs_out": (122, in_body("import torch\nhog = []\nwhile True:\n"
                                                    "    hog.append(torch.empty(2**28, dtype=torch.uint8))"),
                                            {MLE}),
+    "fills_memory_with_bytearrays": (122, in_body("hog = []\nfor _ in range(100):\n    hog.append(bytearray(100 * 2**20))"),
+                                     {MLE}),
+    "fills_memory_with_bytearrays_at_import": (122, at_import("hog = []\nfor _ in range(100):\n"
+                                                              "    hog.append(bytearray(100 * 2**20))"), {MLE}),
+    "fills_memory_slowly_past_the_time_limit": (122, in_body("import time\nhog = []\nwhile True:\n"
+                                                             "    hog.append(bytearray(20 * 2**20))\n    time.sleep(0.05)"),
+                                                {MLE}),
     "floods_stdout": (122, in_body("while True:\n    print('x' * 1000)"), {RE}),
     "floods_stderr_then_answers": (122, in_body("import sys\nsys.stderr.write('y' * 10**7)"), {RE}),
     "prints_a_fake_verdict": (122, in_body("print('20/20 passed: PASSED')\nreturn []"), {WA}),

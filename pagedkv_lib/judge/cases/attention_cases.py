@@ -1,8 +1,12 @@
 """Shared by the cases of exercises 125 (decode) and 126 (varlen): paged batches and attention checks.
 
 Batches come from `make_paged_batch`: random K/V scattered into a cache whose other rows are garbage,
-NaN or huge finite values. On a failure the check recomputes the usual wrong variants (GQA as h % H_kv,
-the causal mask counted from 0, scale ignored, one token too many or too few) to name the mistake.
+NaN or huge finite values. On a failure the check names the mistake: NaN or inf where the answer is finite
+comes from garbage rows (0 x NaN is NaN, so masking only the scores is not enough) or, in a case with
+extreme scores, from exp without the max subtracted; a finite wrong answer is compared with the usual wrong
+variants (GQA as h % H_kv, the causal mask counted from 0, scale ignored, one token too many or too few,
+the whole last block read). Each exercise starts with finite garbage, so that reading one token too many
+shows as a wrong number there, before a NaN case could blur it.
 Shapes: docs/conventions.md.
 """
 from __future__ import annotations
@@ -21,7 +25,9 @@ TOLERANCE = {torch.float32: 1e-4, torch.float16: 3e-3, torch.bfloat16: 2e-2}   #
 
 def make_case(name: str, seq_lens, q_lens, block_size: int, H: int, H_kv: int, D: int, *, seed: int,
               dtype: str = "fp32", scale: float | None = None, garbage: str = "nan", extra_padding: int = 0,
-              exact_pool: bool = False, block_tables=None) -> Case:
+              exact_pool: bool = False, block_tables=None, positive: bool = False) -> Case:
+    """positive: q and the caches made >= 0 (abs), so that q . k > 0 for every key: with a negative scale
+    every score is then far below zero."""
     need = sum(-(-n // block_size) for n in seq_lens)
     if block_tables is not None:
         need = max(need, 1 + max(b for t in block_tables for b in t))
@@ -33,12 +39,15 @@ def make_case(name: str, seq_lens, q_lens, block_size: int, H: int, H_kv: int, D
         for cache in (batch.k_cache, batch.v_cache):
             nan = torch.isnan(cache)
             cache[nan] = (torch.randn(int(nan.sum()), generator=g) * 100).to(cache.dtype)
+    if positive:
+        for t in (batch.q, batch.k_cache, batch.v_cache):
+            t.abs_()
     scale = D**-0.5 if scale is None else scale
     args = {"q": batch.q, "k_cache": batch.k_cache, "v_cache": batch.v_cache,
             "block_tables": batch.block_tables, "seq_lens": batch.seq_lens,
             "cu_seqlens_q": batch.cu_seqlens_q, "scale": scale}
     lines = [f"block_size {block_size}, H {H}, H_kv {H_kv}, D {D}, {dtype}, scale {scale:.6g}",
-             tensor_text("q", batch.q),
+             tensor_text("q", batch.q, " (every element >= 0, as is every K and V)" if positive else ""),
              tensor_text("k_cache, v_cache", batch.k_cache, f" (rows outside contexts: {garbage} garbage)"),
              f"block_tables = {show(batch.block_tables.tolist())}",
              f"context lengths = {list(seq_lens)}"]
@@ -68,7 +77,7 @@ def check_attention(case: Case, expected: dict, got: dict) -> Outcome:
         return outcome
     out = got["out"]
     if isinstance(out, torch.Tensor) and out.shape == exp.shape and out.dtype == exp.dtype:
-        outcome.hint = _diagnose(case.args, out, tol)
+        outcome.hint = _diagnose(case.args, out, exp, tol)
         row = int(outcome.message.split("[", 1)[1].split(",")[0])
         outcome.details.append(_row_text(case.args, row))
     return outcome
@@ -83,8 +92,11 @@ def _row_text(a: dict, row: int) -> str:
 
 
 def reference(a: dict, *, gqa: str = "div", offset: bool = True, causal: bool = True, extra: int = 0,
-              scale: float | None = None) -> torch.Tensor:
-    """fp64 paged attention with switchable mistakes: [T, H, D]."""
+              scale: float | None = None, whole_blocks: bool = False) -> torch.Tensor | None:
+    """fp64 paged attention with switchable mistakes: [T, H, D], or None where the mistake cannot be made
+    (a context past its table row). whole_blocks: every token of the last block is read (its unused tail
+    too), the queries staying at their positions. A -1 block read by mistake is the pool's last block, as
+    PyTorch indexing makes it."""
     q, k_cache, v_cache = a["q"].double(), a["k_cache"].double(), a["v_cache"].double()
     S, H_kv, D = k_cache.shape[1:]
     H = q.shape[1]
@@ -94,20 +106,35 @@ def reference(a: dict, *, gqa: str = "div", offset: bool = True, causal: bool = 
     for b in range(len(cu) - 1):
         n, q_len = int(a["seq_lens"][b]) + extra, cu[b + 1] - cu[b]
         blocks = a["block_tables"][b, : -(-n // S)].long()
-        if n < 1 or len(blocks) * S < n or bool((blocks < 0).any()):
-            return out.fill_(float("nan"))
+        at = n                                                                # the queries' context end
+        n = len(blocks) * S if whole_blocks else n
+        if n < 1 or len(blocks) * S < n:
+            return None
         k = k_cache[blocks].reshape(-1, H_kv, D)[:n][:, heads]                # [n, H, D]
         v = v_cache[blocks].reshape(-1, H_kv, D)[:n][:, heads]                # [n, H, D]
         s = torch.einsum("thd,nhd->htn", q[cu[b] : cu[b + 1]], k) * (a["scale"] if scale is None else scale)
-        pos = torch.arange(n - q_len, n) if offset else torch.arange(q_len)   # [q_len]
-        if causal:
-            s = s.masked_fill(torch.arange(n)[None, :] > pos[:, None], float("-inf"))
+        pos = torch.arange(at - q_len, at) if offset else torch.arange(q_len)  # [q_len]
+        if causal:                                                            # (a read tail stays unmasked)
+            key_pos = torch.arange(n)[None, :]                                # [1, n]
+            s = s.masked_fill((key_pos > pos[:, None]) & (key_pos < at), float("-inf"))
         out[cu[b] : cu[b + 1]] = torch.einsum("htn,nhd->thd", s.softmax(-1), v)
     return out
 
 
-def _diagnose(a: dict, got: torch.Tensor, tol: float) -> str:
+GARBAGE = ("NaN in the output: a cache row outside the context reached it (the last block's unused tail, "
+           "or a block read through the -1 padding). Masking the scores with -inf is not enough: the weight "
+           "of such a row is 0, and 0 x NaN = NaN in p . v, so K and V must be cut to the context too")
+ARITHMETIC = ("NaN or inf from the arithmetic: this case's scores are extreme (every score far below zero, "
+              "or large enough to overflow exp), so exp without the max gives 0 / 0 or inf / inf: "
+              "subtract the row's max score before exp (in an online softmax, a running max that starts at "
+              "-inf, not 0)")
+
+
+def _diagnose(a: dict, got: torch.Tensor, expected: torch.Tensor, tol: float) -> str:
+    """The hint: a wrong variant computed on the cache with its NaN garbage made 0 (so that a variant matches
+    only what it computes itself, never NaN read from garbage), else where NaN came from, else the recipe."""
     D = a["q"].shape[-1]
+    clean = dict(a, k_cache=a["k_cache"].nan_to_num(0.0), v_cache=a["v_cache"].nan_to_num(0.0))
     variants = {
         "GQA: query head h reads KV head h // (H // H_kv), not h % H_kv": {"gqa": "mod"},
         "causal mask: the new tokens are the LAST q_len of the context, so query i sits at position "
@@ -117,15 +144,31 @@ def _diagnose(a: dict, got: torch.Tensor, tol: float) -> str:
         "one token too many: the context is positions 0..context_len-1": {"extra": 1},
         "one key too few: a query sees every key up to AND including its own position (the current token "
         "is part of the context)": {"extra": -1},
+        "the last block's unused tail was read: cut K and V to the context_len tokens (or mask them)":
+            {"whole_blocks": True},
     }
     for text, kwargs in variants.items():
         if kwargs.get("scale") == a["scale"]:
             continue
-        other = reference(a, **kwargs)
-        if torch.allclose(got.double(), other, atol=tol, rtol=tol, equal_nan=True):
+        other = reference(clean, **kwargs)
+        if other is not None and torch.allclose(got.double(), other, atol=tol, rtol=tol, equal_nan=True):
             return text
-    if bool(torch.isnan(got).any()):
-        return ("NaN in the output: rows outside the context were read (garbage): drop the -1 padding and "
-                "cut the last block's unused tail to context length")
+    if bool((~torch.isfinite(got) & torch.isfinite(expected)).any()):
+        return ARITHMETIC if _extreme_scores(a) else GARBAGE
     return ("gather each sequence's K/V through its block table (position p: block_tables[b, p // S], "
             "offset p % S), then softmax(q . k * scale) . v in fp32")
+
+
+def _extreme_scores(a: dict, limit: float = 80.0) -> bool:
+    """Whether some query's scores over its context all lie below -limit, or some score above +limit."""
+    q, k_cache = a["q"].double(), a["k_cache"].double()
+    S, H_kv, D = k_cache.shape[1:]
+    group = q.shape[1] // H_kv
+    cu = a["cu_seqlens_q"].tolist()
+    for b in range(len(cu) - 1):
+        n = int(a["seq_lens"][b])
+        k = k_cache[a["block_tables"][b, : -(-n // S)].long()].reshape(-1, H_kv, D)[:n]   # [n, H_kv, D]
+        s = torch.einsum("thd,nhd->thn", q[cu[b] : cu[b + 1]], k.repeat_interleave(group, 1)) * a["scale"]
+        if bool((s.amax(-1) < -limit).any()) or bool((s > limit).any()):
+            return True
+    return False

@@ -1,4 +1,14 @@
-"""Cases of exercise 121, KV memory budget: one call per case, the answer an exact int."""
+"""Cases of exercise 121, KV memory budget: one call per case, the answer an exact int.
+
+Clauses of the contract -> the fixed case that holds each:
+    kv_bytes = 2 x L x H_kv x D x dtype_bytes       fp32_mha (the 2, dtype_bytes), qwen2p5_7b_bf16 (all)
+    paged: whole blocks, ceil(context / block_size)  course_342_paged, worst_case_waste_15_slots
+    paged: ceil exact on a multiple of block_size   context_multiple_of_block
+    a floor of requests, not a ceiling              budget_below_one_request, course_31_reserved
+    exact integer arithmetic at 10**17 and beyond   huge_budget_exact, reserved_huge
+    reserved: max_len slots per request             course_31_reserved, reserved_exact_fit
+    an int, not a float                             every case
+"""
 from __future__ import annotations
 
 import random
@@ -15,18 +25,19 @@ PARAMS = {
     "reserved_concurrency": ("budget_bytes", "max_len", "bytes_per_token"),
 }
 FIXED = [
+    ("fp32_mha", "kv_bytes_per_token", (12, 12, 64, 4)),
     ("llama2_7b_fp16", "kv_bytes_per_token", (32, 32, 128, 2)),
     ("qwen3_0p6b_bf16", "kv_bytes_per_token", (28, 8, 128, 2)),
     ("qwen2p5_7b_bf16", "kv_bytes_per_token", (28, 4, 128, 2)),
     ("all_ones", "kv_bytes_per_token", (1, 1, 1, 1)),
-    ("fp32_mha", "kv_bytes_per_token", (12, 12, 64, 4)),
+    ("budget_below_one_request", "paged_concurrency", (1000, 100, 16, 64)),
+    ("worst_case_waste_15_slots", "paged_concurrency", (GiB, 17, 16, 524288)),
     ("course_342_paged", "paged_concurrency", (55 * GiB, 3000, 16, 57344)),
     ("context_multiple_of_block", "paged_concurrency", (55 * GiB, 3008, 16, 57344)),
     ("context_one_more_than_block", "paged_concurrency", (10**9, 17, 16, 1000)),
     ("context_one_less_than_block", "paged_concurrency", (10**9, 15, 16, 1000)),
     ("one_token_block_256", "paged_concurrency", (10**9, 1, 256, 1000)),
     ("block_size_1", "paged_concurrency", (10**9, 777, 1, 1000)),
-    ("budget_below_one_request", "paged_concurrency", (1000, 100, 16, 64)),
     ("huge_budget_exact", "paged_concurrency", (3 * 10**17 - 1, 1, 1, 3)),
     ("huge_budget_rounding", "paged_concurrency", (2**62 - 1, 100, 4, 57344)),
     ("course_31_reserved", "reserved_concurrency", (55 * GiB, 32768, 57344)),
@@ -35,10 +46,14 @@ FIXED = [
     ("reserved_huge", "reserved_concurrency", (3 * 10**17 - 1, 1, 3)),
 ]
 
+NOTES = {"worst_case_waste_15_slots": "LLaMA-2-7B in FP16 (512 KiB a token), 17 tokens at block size 16: "
+         "each request pays for 2 blocks, 32 slots, and leaves 15 empty: 15 x 512 KiB = 7.5 MiB wasted, the "
+         "worst case (block_size - 1 slots)"}
+
 
 def build(seed: int, device: str = "cpu") -> list[Case]:
     rng = random.Random(f"121/{seed}")
-    cases = [_case(f"fixed/{name}", fn, args) for name, fn, args in FIXED]
+    cases = [_case(f"fixed/{name}", fn, args, NOTES.get(name)) for name, fn, args in FIXED]
     for i in range(12):
         shape = (rng.randint(1, 96), rng.randint(1, 64), rng.choice([64, 80, 128, 256]),
                  rng.choice([1, 2, 4]))
@@ -55,8 +70,9 @@ def build(seed: int, device: str = "cpu") -> list[Case]:
     return cases
 
 
-def _case(name: str, fn: str, args: tuple) -> Case:
-    return Case(name, {"fn": fn, "args": args}, [call_text(fn, **dict(zip(PARAMS[fn], args)))])
+def _case(name: str, fn: str, args: tuple, note: str | None = None) -> Case:
+    return Case(name, {"fn": fn, "args": args},
+                [call_text(fn, **dict(zip(PARAMS[fn], args))), *([note] if note else [])])
 
 
 def run(ns, case: Case) -> dict:
@@ -75,8 +91,13 @@ def check(case: Case, expected: dict, got: dict) -> Outcome:
 
 def _hint(fn: str, args: tuple, got: int) -> str:
     if fn == "kv_bytes_per_token":
+        layers, _, _, dtype_bytes = args
         if got == _prod(args):
             return "K and V: a token stores a key AND a value, the factor 2"
+        if got * dtype_bytes == 2 * _prod(args):
+            return "each element takes dtype_bytes bytes (2 for fp16/bf16, 4 for fp32): multiply by it"
+        if got * layers == 2 * _prod(args):
+            return "the cache of the WHOLE model: every layer stores its own K and V, multiply by num_layers"
         return "2 (K and V) x num_layers x num_kv_heads x head_dim x dtype_bytes"
     if fn == "reserved_concurrency":
         budget, max_len, bpt = args

@@ -1,4 +1,14 @@
-"""Cases of exercise 122, slot mapping one token at a time: the slots as a list of ints."""
+"""Cases of exercise 122, slot mapping one token at a time: the slots as a list of ints.
+
+Clauses of the contract -> the fixed case that holds each:
+    slot = block_table[p // S] * S + p % S           course_worked_example
+    positions in any order, repeats allowed          unordered_with_repeats
+    the table may end with -1 padding                padded_table
+    block_size any int >= 1 (1, not a power of 2)     block_size_1, block_size_6_not_a_power_of_2
+    no positions: []                                 no_positions
+    a new plain list of ints, one per position       course_worked_example, unordered_with_repeats
+    block_table and positions read-only              unordered_with_repeats, padded_table
+"""
 from __future__ import annotations
 
 import random
@@ -16,6 +26,7 @@ FIXED = [  # name, block_table, positions, block_size
     ("block_boundaries", [4, 0, 7], [15, 16, 17, 31, 32, 47, 0], 16),
     ("block_size_256_big_ids", [1000, 3], [0, 255, 256, 511], 256),
     ("padded_table", [6, 2, -1, -1], list(range(8)), 4),
+    ("block_size_6_not_a_power_of_2", [4, 1, 3, 7, 9, 2], [0, 5, 6, 11, 12, 17], 6),
     ("no_positions", [1, 2], [], 4),
     ("one_decode_position", [3, 8, 5], [9], 4),
     ("lengths_127_128_129", list(range(20, 29)) + [0], [126, 127, 128], 16),
@@ -51,16 +62,24 @@ def check(case: Case, expected: dict, got: dict) -> Outcome:
     positions = a["positions"]
 
     def hint(i, e, g):
-        return slot_hint(a["block_table"], positions[i], a["block_size"], g) if i is not None else \
-            "one slot per position, in the order of `positions`"
+        if i is None:
+            return "one slot per position, in the order of `positions` (repeats included)"
+        if _permuted(expected["ret"], got["ret"]):
+            return "positions come in any order: slots[i] belongs to positions[i], so keep their order"
+        return slot_hint(a["block_table"], positions[i], a["block_size"], g)
 
     return (read_only(expected, got, ("block_table", "positions"))
             or int_list("slots", expected["ret"], got["ret"], hint) or Outcome())
 
 
+def _permuted(expected: list, got) -> bool:
+    return isinstance(got, list) and got != expected and sorted(got, key=str) == sorted(expected, key=str)
+
+
 def slot_hint(table: list, p: int, bs: int, got: int) -> str:
     """The usual mistake that turns position p's slot into `got`."""
     block = table[p // bs]
+    shift = bs.bit_length() - 1
     guesses = {
         f"off by one at position {p}: the offset is p % block_size (did you add 1?)": block * bs + p % bs + 1,
         "look the physical block up in block_table; position p is not slot p": p,
@@ -69,6 +88,10 @@ def slot_hint(table: list, p: int, bs: int, got: int) -> str:
         "the logical block is p // block_size, not p % block_size":
             table[p % bs] * bs + p % bs if p % bs < len(table) else None,
         "multiply the physical block id by block_size": block + p % bs,
+        "block_table may end with -1 padding: its last entry is not the last block of the sequence":
+            table[-1] * bs + p % bs if table[-1] == -1 else None,
+        f"block_size {bs} is not a power of two: use // and %, not shifts and masks":
+            table[p >> shift] * bs + (p & (bs - 1)) if bs & (bs - 1) and p >> shift < len(table) else None,
     }
     for text, value in guesses.items():
         if got == value:

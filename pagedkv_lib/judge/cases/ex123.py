@@ -1,4 +1,16 @@
-"""Cases of exercise 123, slots of positions start..end-1 computed by block ranges."""
+"""Cases of exercise 123, slots of positions start..end-1 computed by block ranges.
+
+Clauses of the contract -> the fixed case that holds each:
+    item i is the slot of start + i                  course_worked_example
+    the first block may start mid-block              chunked_second_half_mid_block
+    the last block may be partial, cut at end        course_worked_example (end exclusive too)
+    end on a block boundary: the last block is full  end_on_block_boundary, length_128
+    start == end gives []                            empty_range, empty_at_zero
+    a table of exactly ceil(end / S) entries         length_128 (no block past the end is read)
+    more blocks or -1 padding after them             padded_table_and_spare_blocks
+    block_size any int >= 1 (1, not a power of 2)     block_size_1, block_size_6_not_a_power_of_2
+    block_table read-only                            course_worked_example
+"""
 from __future__ import annotations
 
 import random
@@ -20,6 +32,7 @@ FIXED = [  # name, block_table, start, end, block_size
     ("start_bs_minus_1_end_bs_plus_1", [4, 0, 2], 3, 5, 4),
     ("block_size_1", [9, 3, 7, 1, 0], 1, 5, 1),
     ("block_size_256", [3, 0, 9], 100, 600, 256),
+    ("block_size_6_not_a_power_of_2", [4, 1, 3, 7, 9, 2], 5, 17, 6),
     ("length_127", list(range(30, 38)), 0, 127, 16),
     ("length_128", list(range(30, 38)), 0, 128, 16),
     ("length_129", list(range(30, 39)), 0, 129, 16),
@@ -61,8 +74,15 @@ def check(case: Case, expected: dict, got: dict) -> Outcome:
             n = len(g) if isinstance(g, list) else 0
             if n and start % bs and g[0] == table[start // bs] * bs:
                 return f"the first block starts mid-block at offset start % block_size = {start % bs}, not 0"
+            if start == end:
+                return "start == end: no positions, return []"
+            if n == end - start + 1:
+                return "end is exclusive: the positions are start..end-1"
             if n > end - start:
-                return "positions start..end-1: end is exclusive, and the last block is cut at end"
+                return "the last block is cut at end: it may be partial, blocks past end are not used"
+            if end % bs == 0 and end > start:
+                return (f"end = {end} is a multiple of block_size: the last block is full there "
+                        "(end % block_size is 0, not the number of its slots used)")
             return "the last block may be partial: blocks start // block_size .. ceil(end / block_size) - 1"
         p = start + i
         if p // bs == start // bs and g == table[p // bs] * bs + i:

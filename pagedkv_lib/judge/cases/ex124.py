@@ -1,6 +1,15 @@
 """Cases of exercise 124, store_kvcache: the caches after the call, compared exactly (NaN equals NaN).
 
 Cache rows start as garbage (random values, some rows NaN), so any row written by mistake shows up.
+
+Clauses of the contract -> the fixed case that holds each:
+    k_cache[slot] = key[t], v_cache[slot] = value[t]  notebook_prefill_a_and_b
+    a slot of -1 is skipped                          decode_with_padding, all_padding
+    in place; every other row untouched              notebook_prefill_a_and_b, decode_with_padding
+    key/value may be non-contiguous views            qkv_slices_not_contiguous
+    fp32, fp16, bf16                                 fp16, bf16_qkv_slices
+    any S >= 1 (1, not a power of 2, 256)            block_size_1, block_size_6, block_size_256
+    key, value, slot_mapping read-only               decode_with_padding
 """
 from __future__ import annotations
 
@@ -23,6 +32,7 @@ FIXED = [  # name, N, S, H_kv, D, slot_mapping, dtype, non-contiguous key/value
     ("block_size_1", 9, 1, 2, 4, [8, 3, 0, 5], "fp32", False),
     ("block_size_16_129_tokens", 10, 16, 2, 4, list(range(16, 145)), "fp32", False),
     ("block_size_256", 3, 256, 1, 4, [767, 256, 0, 255, 512, -1], "fp32", False),
+    ("block_size_6", 8, 6, 2, 4, [17, 6, 5, -1, 12, 31], "fp32", False),
     ("qkv_slices_not_contiguous", 8, 4, 2, 4, [3, 7, 11, -1, 30], "fp32", True),
     ("fp16", 8, 4, 2, 8, [28, 29, -1, 4, 5], "fp16", False),
     ("bf16_qkv_slices", 8, 4, 2, 8, [1, 2, 3, 17, -1], "bf16", True),
@@ -51,7 +61,8 @@ def _case(name, N, S, H_kv, D, slots, dtype, strided, seed) -> Case:
     caches[:, torch.rand(N, S, generator=g) < 0.3] = float("nan")             # some garbage rows are NaN
     args = {"qkv": qkv, "H": H, "H_kv": H_kv, "D": D, "strided": strided, "k_cache": caches[0].clone(),
             "v_cache": caches[1].clone(), "slot_mapping": torch.tensor(slots, dtype=torch.int32)}
-    layout = " (views into a fused qkv tensor, not contiguous)" if strided else ""
+    layout = {True: " (views into a fused qkv tensor, not contiguous)", False: "",
+              "value": " (value a view into a fused qkv tensor, not contiguous; key contiguous)"}[strided]
     show_lines = [f"store_kvcache(key, value, k_cache, v_cache, slot_mapping), block_size {S}:",
                   f"key, value: shape [{T}, {H_kv}, {D}] {dtype}{layout}",
                   tensor_text("k_cache, v_cache", args["k_cache"], " (garbage rows, some NaN)"),
@@ -60,11 +71,13 @@ def _case(name, N, S, H_kv, D, slots, dtype, strided, seed) -> Case:
 
 
 def split_qkv(a: dict):
-    """key, value [T, H_kv, D]: views into qkv when `strided`, else contiguous copies."""
+    """key, value [T, H_kv, D]: views into qkv when `strided` (only value when it is "value"), else
+    contiguous copies."""
     T, H, H_kv, D = a["qkv"].shape[0], a["H"], a["H_kv"], a["D"]
     key = a["qkv"][:, H * D : (H + H_kv) * D].view(T, H_kv, D)               # [T, H_kv, D] strided
     value = a["qkv"][:, (H + H_kv) * D :].view(T, H_kv, D)                   # [T, H_kv, D] strided
-    return (key, value) if a["strided"] else (key.contiguous(), value.contiguous())
+    strided = a["strided"]
+    return (key if strided is True else key.contiguous(), value if strided else value.contiguous())
 
 
 def run(ns, case: Case) -> dict:
@@ -92,16 +105,41 @@ def check(case: Case, expected: dict, got: dict) -> Outcome:
     message = f"{where}: expected {show(e)}, got {show(g)}"
     original = (a["k_cache"], a["v_cache"])[idx[0]][n, s, h, d]
     key, value = split_qkv(a)
+    rows = (key, value)[idx[0]]                                              # [T, H_kv, D]
     if slot not in slots:
-        if slot == a["k_cache"].shape[0] * S - 1 and -1 in slots:
-            return wrong(message, "a slot of -1 must be skipped: used as an index it writes the LAST row")
+        written = _rows_equal_to(rows, got["caches"][idx[0]].reshape(-1, *rows.shape[1:])[slot])
+        if written and slots[written[0]] == -1:
+            if slot == a["k_cache"].shape[0] * S - 1:
+                return wrong(message, "a slot of -1 must be skipped: used as an index it writes the LAST row")
+            return wrong(message, f"a slot of -1 must be skipped: token {written[0]} (slot -1) was written "
+                         f"to slot {slot}")
+        if written:
+            return wrong(message, f"token {written[0]}'s row went to slot {slot}, not slot "
+                         f"{slots[written[0]]}: block slot // block_size, offset slot % block_size")
         return wrong(message, f"slot {slot} is not in slot_mapping: its row must stay untouched")
     t = slots.index(slot)
     if diff(observe(g), observe(original.item())) is None:
+        elsewhere = [i for i in _rows_equal_to(got["caches"][idx[0]].reshape(-1, *rows.shape[1:]), rows[t])
+                     if i != slot]
+        if elsewhere:
+            return wrong(message, f"token {t}'s row went to slot {elsewhere[0]}, not slot {slot}: block "
+                         f"slot // block_size = {n}, offset slot % block_size = {s}")
+        if idx[0] == 1 and diff(expected["caches"][0], got["caches"][0]) is None:
+            return wrong(message, "k_cache is right, but value was not written into v_cache")
         return wrong(message, f"token {t} (slot {slot}) was not written: write into k_cache/v_cache in place "
                      "(a copy, or a rebound name, leaves the caller's cache unchanged)")
     other = (value, key)[idx[0]][t, h, d].item()
     if diff(observe(g), observe(other)) is None:
         return wrong(message, "k_cache gets key and v_cache gets value (swapped?)")
+    held = _rows_equal_to(rows, got["caches"][idx[0]].reshape(-1, *rows.shape[1:])[slot])
+    if held:
+        return wrong(message, f"slot {slot} holds token {held[0]}'s row, not token {t}'s: keep the rows and "
+                     "the slots aligned (drop a padded token's row together with its slot)")
     return wrong(message, f"token {t} goes to slot {slot}: block slot // block_size = {n}, "
                  f"offset slot % block_size = {s}")
+
+
+def _rows_equal_to(rows: torch.Tensor, row: torch.Tensor) -> list:
+    """The indices i where rows[i] [..., H_kv, D] equals `row` [H_kv, D] (NaN equal to NaN)."""
+    eq = (rows == row) | (torch.isnan(rows) & torch.isnan(row))              # [R, H_kv, D]
+    return eq.flatten(1).all(1).nonzero().flatten().tolist()

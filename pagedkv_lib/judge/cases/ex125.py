@@ -1,4 +1,16 @@
-"""Cases of exercise 125, paged decode attention: one query per sequence, compared at stated tolerances."""
+"""Cases of exercise 125, paged decode attention: one query per sequence, compared at stated tolerances.
+
+Clauses of the contract -> the fixed case that holds each (attention_cases.py names the mistake):
+    the context is positions 0..context_len-1        notebook_a_and_b (finite garbage: one token too many
+                                                     or too few, the last block's tail read, show as such)
+    garbage rows (NaN) never reach the output        lengths_around_a_block (NaN garbage after the context)
+    -1 padding is never followed                     padding_reads_a_used_block
+    GQA: head h reads KV head h // G                 notebook_a_and_b, gqa_8, gqa_2
+    any scale, scores of any size and sign           scale_is_an_argument, all_scores_far_below_zero
+    block sizes 1, 256; M longer than needed         block_size_1, block_size_256, lengths_127_128_129
+    the output has q's shape and dtype               fp16, bf16
+    every argument read-only                         notebook_a_and_b
+"""
 from __future__ import annotations
 
 import random
@@ -7,7 +19,7 @@ from . import Case
 from .attention_cases import check_attention, make_case, run_attention
 
 FIXED = [  # name, context_lens, block_size, H, H_kv, D, options
-    ("notebook_a_and_b", [6, 3], 4, 8, 2, 16, {"block_tables": [[7, 2], [5]]}),
+    ("notebook_a_and_b", [6, 3], 4, 8, 2, 16, {"block_tables": [[7, 2], [5]], "garbage": "huge"}),
     ("lengths_around_a_block", [1, 3, 4, 5], 4, 4, 4, 8, {}),
     ("lengths_127_128_129", [127, 128, 129], 16, 8, 2, 8, {"extra_padding": 2}),
     ("block_size_256", [1, 255, 257], 256, 4, 1, 8, {}),
@@ -15,6 +27,8 @@ FIXED = [  # name, context_lens, block_size, H, H_kv, D, options
     ("gqa_8", [9, 17], 4, 16, 2, 8, {}),
     ("gqa_2", [10, 3], 4, 8, 4, 8, {}),
     ("scale_is_an_argument", [7, 12], 4, 4, 2, 8, {"scale": 0.5}),
+    ("all_scores_far_below_zero", [7, 20], 4, 4, 2, 16, {"scale": -200.0, "positive": True,
+                                                          "garbage": "huge"}),
     ("huge_finite_garbage", [5, 9, 2], 4, 8, 2, 8, {"garbage": "huge"}),
     ("padding_reads_a_used_block", [6, 13, 3], 4, 8, 2, 8, {"exact_pool": True, "extra_padding": 3,
                                                              "garbage": "huge"}),

@@ -1,4 +1,17 @@
-"""Cases of exercise 126, varlen paged attention: decodes, prefills and chunks of prefills in one batch."""
+"""Cases of exercise 126, varlen paged attention: decodes, prefills and chunks of prefills in one batch.
+
+Clauses of the contract -> the fixed case that holds each (attention_cases.py names the mistake):
+    query i of b at position seq_len - q_len + i     course_decode_prefill_chunk (finite garbage: off-by-ones
+                                                     show as such), second_half_of_a_chunk
+    causal: keys 0..its position, itself included    course_decode_prefill_chunk, full_prefills
+    garbage rows (NaN) never reach the output        all_decodes (NaN garbage after the contexts)
+    cu_seqlens_q: rows cu[b]:cu[b+1] of sequence b   course_decode_prefill_chunk, one_cached_token
+    GQA: head h reads KV head h // G                 course_decode_prefill_chunk, gqa_8, mha
+    any scale, scores of any size and sign           scale_is_an_argument, all_scores_far_below_zero
+    block sizes 1, 256; M longer than needed         chunk_block_size_1, chunk_block_size_256
+    the output has q's shape and dtype               fp16, bf16
+    every argument read-only                         course_decode_prefill_chunk
+"""
 from __future__ import annotations
 
 import random
@@ -10,7 +23,7 @@ from .attention_cases import check_attention, make_case, run_attention
 
 FIXED = [  # name, seq_lens, q_lens, block_size, H, H_kv, D, options
     ("course_decode_prefill_chunk", [37, 5, 20], [1, 5, 8], 4, 8, 2, 64,
-     {"block_tables": round_robin_tables([37, 5, 20], 4)}),
+     {"block_tables": round_robin_tables([37, 5, 20], 4), "garbage": "huge"}),
     ("all_decodes", [6, 13, 1], [1, 1, 1], 4, 8, 2, 8, {}),
     ("full_prefills", [5, 9], [5, 9], 4, 4, 2, 8, {}),
     ("second_half_of_a_chunk", [20], [8], 16, 4, 1, 8, {}),
@@ -21,6 +34,8 @@ FIXED = [  # name, seq_lens, q_lens, block_size, H, H_kv, D, options
     ("gqa_8", [12, 7], [4, 7], 4, 16, 2, 8, {}),
     ("mha", [12, 7], [4, 2], 4, 4, 4, 8, {}),
     ("scale_is_an_argument", [10, 6], [3, 6], 4, 4, 2, 8, {"scale": 0.3}),
+    ("all_scores_far_below_zero", [10, 7], [4, 7], 4, 4, 2, 16, {"scale": -200.0, "positive": True,
+                                                                 "garbage": "huge"}),
     ("huge_finite_garbage", [9, 14], [2, 5], 4, 8, 2, 8, {"garbage": "huge", "exact_pool": True,
                                                         "extra_padding": 2}),
     ("fp16", [20, 9], [8, 9], 16, 8, 2, 16, {"dtype": "fp16"}),

@@ -3,6 +3,22 @@
 After every op the harness records the return value, num_free(), ref_count(b) of every block, every live
 table, and (after append_slot) the whole kv_cache; after a successful append_slot it writes a marker into
 the returned slot (K and V, every layer) as the model would, so later copies carry visible data.
+
+Clauses of the contract -> the fixed script that holds each (ex127_data.FIXED):
+    all free, 0 references, queue 0..N-1             course_worked_example
+    allocate: FRONT of the queue, in order, 1 ref    course_worked_example
+    allocate: None and nothing changed if too few    failed_allocate_changes_nothing (n = 0, exact fit too)
+    free: one reference per id, repeats count        repeated_ids_drop_one_reference_each
+    free: to the END at 0, in the order of blocks    freed_blocks_join_the_end_in_order
+    free: ValueError on a double free, no change     double_free_raises_and_changes_nothing
+    free: its argument read-only                     course_worked_example
+    fork: a NEW list, one more reference each        repeated_ids_drop_one_reference_each, fork_shares_...
+    append_slot: a new block at num_tokens % S == 0  new_block_when_the_position_starts_one, empty_table_...
+    append_slot: copy-on-write of a shared last      copy_on_write_two_layers, three_way_fork_copies_twice
+        block: K and V, every layer, old ref -1      block_size_16_three_layers
+    append_slot: else nothing changes                copy_on_write_two_layers (steps 3, 7)
+    append_slot: None and no change without a block  failed_append_changes_nothing
+    the slot block_table[-1] * S + num_tokens % S    copy_on_write_two_layers, block_size_1
 """
 from __future__ import annotations
 
@@ -26,7 +42,7 @@ def build(seed: int, device: str = "cpu") -> list[Case]:
     scripts += [(f"random/{i}", *fuzz(rng, 36)) for i in range(6)]
     cases = []
     for i, (name, (L, N, S), ops) in enumerate(scripts):
-        g = torch.Generator().manual_seed(1000 * seed + i)
+        g = torch.Generator().manual_seed(i if name.startswith("fixed/") else 1000 * seed + i)
         kv_cache = torch.randn(2, L, N, S, 2, 2, generator=g)             # [2, L, N, S, H_kv, D]
         show_lines = [f"kv_cache [2, L={L}, N={N}, S={S}, H_kv=2, D=2] float32 (random); block_size {S}"]
         cases.append(Case(name, {"ops": ops, "kv_cache": kv_cache}, show_lines))

@@ -1,4 +1,19 @@
-"""Cases of exercise 128, kernel inputs: every field of the returned ModelInputs, dtypes included."""
+"""Cases of exercise 128, kernel inputs: every field of the returned ModelInputs, dtypes included.
+
+Clauses of the contract -> the fixed case that holds each:
+    prefill: input_ids, positions of start..end-1    prefix_hit_and_fresh, first_chunk, second_chunk_mid_block
+    prefill: slots from num_cached_tokens on         prefix_hit_and_fresh, second_chunk_mid_block
+    cu_seqlens_q / _k: running sums of q_b / end     notebook_a_and_b, prefix_hit_and_fresh
+    max_seqlen_q / _k: Python ints                   notebook_a_and_b, notebook_decode
+    block_tables None iff no key from the cache      notebook_a_and_b (None), prefix_hit_and_fresh
+    block_tables padded with -1                      notebook_decode, tables_of_different_lengths
+    context_lens None (prefill), len(seq) (decode)   notebook_a_and_b, notebook_decode
+    decode: last token, position len - 1, its slot   notebook_decode, last_block_exactly_full,
+                                                     token_starts_a_block
+    decode: cu_seqlens None, max_seqlen_q = 1        notebook_decode
+    dtypes: int64 ids and positions, int32 the rest  notebook_a_and_b, notebook_decode
+    the sequences read-only                          notebook_a_and_b
+"""
 from __future__ import annotations
 
 import random
@@ -36,7 +51,7 @@ FIXED = [  # name, fn, block_size, [(num_tokens, block_table, num_cached_tokens,
 
 def build(seed: int, device: str = "cpu") -> list[Case]:
     rng = random.Random(f"128/{seed}")
-    cases = [_case(f"fixed/{n}", fn, bs, specs, rng) for n, fn, bs, specs in FIXED]
+    cases = [_case(f"fixed/{n}", fn, bs, specs, random.Random(f"128/{n}")) for n, fn, bs, specs in FIXED]
     for i in range(8):
         bs, fn = rng.choice([1, 4, 16, 256]), ("prefill", "decode")[i % 2]
         ids = iter(rng.sample(range(800), 700))
@@ -114,11 +129,14 @@ def _hint(fn: str, field: str, e, g) -> str:
         "positions run from num_cached_tokens to end - 1 (after a prefix hit or an earlier chunk, not 0)",
         "slot_mapping": "the slot of each computed position p: block_table[p // block_size] * block_size + "
                         "p % block_size, starting at num_cached_tokens",
-        "cu_seqlens_q": "running sums of this step's query lengths (end - start), starting at 0",
-        "cu_seqlens_k": "running sums of the whole context lengths (end), not of the query lengths",
+        "cu_seqlens_q": "decode: cu_seqlens_q and cu_seqlens_k are None (context_lens holds the lengths)"
+        if decode else "running sums of this step's query lengths (end - start), starting at 0",
+        "cu_seqlens_k": "decode: cu_seqlens_q and cu_seqlens_k are None (context_lens holds the lengths)"
+        if decode else "running sums of the whole context lengths (end), not of the query lengths",
         "max_seqlen_q": "a Python int: the longest query chunk (1 for decode)",
         "max_seqlen_k": "a Python int: the longest context (end, or len(seq) for decode)",
-        "context_lens": "decode: context_lens[b] = len(seq), the new token included; prefill passes None",
+        "context_lens": "decode: context_lens[b] = len(seq), the new token included" if decode else
+        "prefill passes context_lens = None (cu_seqlens_k holds the lengths)",
     }
     if field in hints:
         return hints[field]

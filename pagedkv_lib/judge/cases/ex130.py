@@ -1,5 +1,12 @@
 """Cases of exercise 130, store_kvcache in Triton: exercise 124's cases and checks, with guard memory.
 
+Clauses of the contract -> the fixed case that holds each (exercise 124's list, and):
+    a program whose slot is -1 writes nothing         decode_with_padding (row -1 is the guard before)
+    rows key.stride(0) apart (a fused qkv view)       qkv_slices_not_contiguous
+    value's stride its own, not key's                 value_strided_key_contiguous
+    not one element past a row (mask ROW < BLOCK)     odd_heads_and_dim, row_of_15_ends_the_cache (guard)
+    the caches written in place                       notebook_prefill_a_and_b
+
 Device "cpu": exercise 124's cases (and two more) in Triton's interpreter; "cuda": larger shapes, natively.
 Each cache is a view into a buffer with a NaN block before and after it (kernel_harness.guarded): a write
 through slot -1 (offset -ROW) or past the end of a row lands there, where it is seen. ROW = H_kv * D.
@@ -19,9 +26,10 @@ from .kernel_harness import bench_report as _bench_report
 from .kernel_harness import bench_submission, call, fingerprint, guarded, outside, to_device, where
 
 NAME = "store_kvcache_triton"
-EXTRA = [  # name, N, S, H_kv, D, slot_mapping, dtype, non-contiguous key/value
+EXTRA = [  # name, N, S, H_kv, D, slot_mapping, dtype, non-contiguous key/value ("value": value only)
     ("row_of_15_ends_the_cache", 3, 4, 3, 5, [11, -1, 0, 6], "fp32", True),
     ("minus_one_first_and_last", 4, 4, 2, 4, [-1, 3, 15, -1], "bf16", False),
+    ("value_strided_key_contiguous", 6, 4, 2, 4, [20, 3, -1, 9, 14], "fp32", "value"),
 ]
 CUDA = [  # the "cuda" case set: larger shapes, natively on the GPU
     ("qkv_views_4096_tokens", 512, 16, 8, 128, "bf16", True, 4096),
@@ -82,15 +90,17 @@ def check(case: Case, expected: dict, got: dict) -> Outcome:
     n, s, h, d = (int(x) for x in outcome.message.split("[", 1)[1].split("]")[0].split(","))
     slot, e = n * S + s, h * D + d                                   # the slot and the element in its row
     if slot not in slots and slot - 1 in slots and e < (1 << (row - 1).bit_length()) - row:
-        outcome.hint = (f"element {e} of the row after slot {slot - 1} was written: mask the row, offsets "
+        outcome.hint = (f"element {e} of the row after slot {slot - 1} was written: mask the row: offsets "
                         f"ROW = {row} and beyond belong to the next row")
-    elif slot in slots and a["strided"]:
+    elif slot in slots and a["strided"] in (True, ("key", "value")[which]):
         t = slots.index(slot)
         start = (a["H"] + which * H_kv) * D                          # where key (value) begins in a qkv row
         packed = a["qkv"].flatten()[start + t * row + e]             # token t's element read with stride ROW
         if diff(observe(packed.item()), observe(got["caches"][which][n, s, h, d].item())) is None:
-            outcome.hint = (f"key and value are views into a fused qkv here: token t's row starts at t * "
-                            f"key.stride(0) = t * {a['qkv'].shape[1]}, not t * ROW = t * {row}")
+            name = ("key", "value")[which]
+            outcome.hint = (f"{name} is a view into a fused qkv here: token t's row starts at t * "
+                            f"{name}.stride(0) = t * {a['qkv'].shape[1]}, not t * ROW = t * {row}"
+                            + (" (key's stride differs here)" if a["strided"] == "value" else ""))
     return outcome
 
 

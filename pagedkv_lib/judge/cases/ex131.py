@@ -4,24 +4,37 @@ Device "cpu": exercise 125's fixed cases, Triton cases (a tile that runs past a 
 padding, blocks larger than a tile, odd groups and head dims, scores large enough to overflow exp without
 the running max) and short random ones, in Triton's interpreter; "cuda": long contexts, natively.
 Every cache is a view into a buffer with a NaN block before and after it (block -1 lands in the first), and
-every block table a view into one with -1 rows after it, so a kernel that follows the -1 padding or reads
-past a table row gets NaN, and the check names the mistake (`attention.check_attention`).
+every block table a view into a wider one (rows table_stride = M + 3 apart) with -1 rows after it, so a
+kernel that follows the -1 padding or reads past a table row gets NaN, and the check names the mistake
+(`attention_cases.check_attention`).
+
+Clauses of the contract -> the fixed case that holds each (exercise 125's list, and):
+    tokens past context_len masked, never loaded     notebook_a_and_b (finite garbage: one token too many),
+                                                     tile_runs_into_the_padding (block -1 is NaN guard)
+    table rows table_stride apart, not M             every case (the table is a view into a wider one)
+    online softmax: rescale by exp(m_old - m_new)    lengths_127_128_129 (many tiles)
+    any scale: a running max that starts at -inf     all_scores_far_below_zero, scores_overflow_...
+    G not a power of two, D not a power of two       odd_group_and_head_dim
+    the output has q's dtype                         fp16, bf16, many_tiles_fp16
+    stores masked: nothing written past out          odd_group_and_head_dim (out made in guard memory)
+    on a GPU, G = 4 (a tl.dot tile needs 16 rows)    cuda/bf16_gqa4_4096
 Shapes: docs/conventions.md.
 """
 from __future__ import annotations
 
+import contextlib
 import random
 import sys
 
 import torch
 
 from pagedkv_lib.core.paged_attention import paged_attention_decode as _oracle
-from pagedkv_lib.judge.outcome import Outcome
+from pagedkv_lib.judge.outcome import Outcome, wrong
 
 from . import Case, ex125, fresh, observe
-from .attention_cases import check_attention, make_case
+from .attention_cases import GARBAGE, TOLERANCE, check_attention, make_case, reference
 from .kernel_harness import bench_report as _bench_report
-from .kernel_harness import bench_submission, call, fingerprint, guarded, to_device, where
+from .kernel_harness import bench_submission, call, fingerprint, guarded, outside, to_device, where
 
 NAME = "paged_attention_decode_triton"
 EXTRA = [  # name, context_lens, block_size, H, H_kv, D, options (make_case's)
@@ -31,7 +44,8 @@ EXTRA = [  # name, context_lens, block_size, H, H_kv, D, options (make_case's)
     ("scores_overflow_without_the_max", [50, 9], 16, 4, 1, 64, {"scale": 4.0}),
     ("many_tiles_fp16", [300], 16, 4, 2, 16, {"dtype": "fp16", "extra_padding": 2}),
 ]
-CUDA = [  # long contexts natively: name, context_lens, block_size, H, H_kv, D, options
+CUDA = [  # long contexts natively: name, context_lens, block_size, H, H_kv, D, options; the first has G = 4,
+          # where tl.dot with BLOCK_G = 4 rows fails to compile (outcome.describe_exception names the cause)
     ("bf16_gqa4_4096", [4096, 4095, 4097, 1], 16, 32, 8, 128, {"dtype": "bf16", "extra_padding": 2}),
     ("fp16_block_size_256", [3000, 257, 1024], 256, 32, 8, 128, {"dtype": "fp16", "extra_padding": 1}),
     ("fp32_gqa8_block_size_1", [700, 33], 1, 16, 2, 64, {"extra_padding": 3}),
@@ -64,13 +78,13 @@ def build(seed: int, device: str = "cpu") -> list[Case]:
     for case in cases:
         a = case.args
         B, M = a["block_tables"].shape
-        table = torch.full((B + 1 + TABLE_GUARD // M, M), -1, dtype=torch.int32)   # [B + guard rows, M]
-        table[:B] = a["block_tables"]
+        table = torch.full((B + 1 + TABLE_GUARD // M, M + 3), -1, dtype=torch.int32)  # [B + guard, M + 3]
+        table[:B, :M] = a["block_tables"]
         a.update(device=device, k_cache=guarded(a["k_cache"]), v_cache=guarded(a["v_cache"]),
-                 block_tables=table[:B])
+                 block_tables=table[:B, :M])                                       # [B, M], rows M + 3 apart
         case.show.insert(0, f"{NAME}(q, k_cache, v_cache, block_tables, context_lens, scale):")
-        case.show.append("the caches lie between NaN guard blocks (block -1 is the one before), and the "
-                         "table is followed by rows of -1")
+        case.show.append("the caches lie between NaN guard blocks (block -1 is the one before); the table "
+                         f"is a view, rows {M + 3} apart (block_tables.stride(0)), followed by rows of -1")
     return cases
 
 
@@ -79,25 +93,79 @@ def run(ns, case: Case) -> dict:
     a = fresh(case.args)
     q, lens = a["q"].to(device), a["seq_lens"].to(device)
     k_cache, v_cache, tables = (to_device(a[k], device) for k in ("k_cache", "v_cache", "block_tables"))
-    out = call(ns[NAME], q, k_cache, v_cache, tables, lens, a["scale"])
+    with guarded_allocations():
+        out = call(ns[NAME], q, k_cache, v_cache, tables, lens, a["scale"])
     inputs = [fingerprint(t) for t in (q, k_cache, v_cache, tables, lens)]   # read-only: unchanged?
-    return {"out": observe(out), "inputs": inputs}
+    guard = outside(out) if isinstance(out, torch.Tensor) and out.is_contiguous() else None
+    return {"out": observe(out), "inputs": inputs, "out_guard": observe(guard)}
+
+
+OUT_GUARD = 4096    # NaN elements before and after a tensor the launcher makes: more than a tile overruns
+
+
+@contextlib.contextmanager
+def guarded_allocations():
+    """While inside, torch.empty / empty_like / zeros / zeros_like make floating-point tensors as views into a
+    buffer with OUT_GUARD NaN elements on each side (torch.empty's own contents: NaN), so that a kernel's
+    store past the end of its output lands where `outside` sees it."""
+    made = {name: getattr(torch, name) for name in ("empty", "empty_like", "zeros", "zeros_like")}
+
+    def guarded(name):
+        def make(*args, **kwargs):
+            t = made[name](*args, **kwargs)
+            if "out" in kwargs or not t.is_floating_point() or t.numel() == 0 or t.requires_grad:
+                return t
+            buf = made["empty"](t.numel() + 2 * OUT_GUARD, dtype=t.dtype, device=t.device)  # [numel + guards]
+            buf.fill_(float("nan"))
+            view = buf[OUT_GUARD : OUT_GUARD + t.numel()].view(t.shape)                       # t's shape
+            return view.zero_() if name.startswith("zeros") else view
+        return make
+
+    try:
+        for name in made:
+            setattr(torch, name, guarded(name))
+        yield
+    finally:
+        for name, fn in made.items():
+            setattr(torch, name, fn)
 
 
 def check(case: Case, expected: dict, got: dict) -> Outcome:
-    """Exercise 125's check, with a hint for the Triton way of reading garbage: an unmasked load."""
+    """Exercise 125's check, with the kernel's side of its hints: masked loads, the online softmax; first,
+    the guard memory around the output."""
+    guard = got.get("out_guard")
+    if isinstance(guard, torch.Tensor) and guard.is_floating_point() and bool((~torch.isnan(guard)).any()):
+        return wrong("memory around the output was written (the NaN guard the judge puts before and after a "
+                     "tensor made with torch.empty_like and friends)",
+                     "mask the store: query heads past G and dims past D are not this program's (BLOCK_G "
+                     "and BLOCK_D are rounded up to powers of two); the last head's extra rows lie past out")
     outcome = check_attention(case, expected, got)
     out = got.get("out")
-    if not outcome.passed and isinstance(out, torch.Tensor) and out.is_floating_point() and out.isnan().any():
-        also = " It matches reading one token too many." if "too many" in outcome.hint else ""
-        outcome.hint = ("NaN in the output: a cache row past the context was read (the last block's tail, or "
-                        "block -1 through the table's padding, which lies just before the cache). Mask the "
-                        "K/V loads, and the block-table load, at positions >= context_len; masking only the "
-                        "scores is not enough, since 0 * NaN = NaN." + also)
-    elif not outcome.passed and outcome.hint.startswith("gather each sequence"):
+    if not outcome.passed and outcome.hint and _rows_m_apart(case.args, out):
+        outcome.hint = ("block_tables is a view here: its rows lie block_tables.stride(0) = "
+                        f"{case.args['block_tables'].stride(0)} entries apart, not M = "
+                        f"{case.args['block_tables'].shape[1]}: pass the stride as table_stride")
+    elif outcome.hint == GARBAGE:
+        outcome.hint += (". In a kernel: mask the K/V loads, and the block-table load, at positions >= "
+                         "context_len (block -1 lies just before the cache)")
+    elif outcome.hint.startswith("gather each sequence"):
         outcome.hint += ("; in a kernel, check the online softmax: when the running max grows from m to m', "
                          "scale l and acc by exp(m - m') before adding the new tile")
     return outcome
+
+
+def _rows_m_apart(a: dict, out: torch.Tensor) -> bool:
+    """Whether `out` is what reading table row b at b * M (not b * stride) gives, block -1 being the NaN
+    guard before the cache (here a NaN block after it, where PyTorch's index -1 lands)."""
+    tables = a["block_tables"]                                                 # [B, M], a view
+    B, M = tables.shape
+    packed = torch.as_strided(tables, (B, M), (M, 1), tables.storage_offset())  # [B, M] rows M apart
+    nan = torch.full_like(a["k_cache"][:1], float("nan"))                      # [1, S, H_kv, D]
+    wrong_way = dict(a, block_tables=packed, k_cache=torch.cat([a["k_cache"], nan]),
+                     v_cache=torch.cat([a["v_cache"], nan]))
+    other = reference(wrong_way)
+    tol = TOLERANCE[a["q"].dtype]
+    return other is not None and torch.allclose(out.double(), other, atol=tol, rtol=tol, equal_nan=True)
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -9,6 +9,22 @@ scheduled ids, is_prefill, the queues in order, every sequence's status, block t
 the free block ids in order and the ref counts. Prompts share prefixes so that admissions hit the prefix
 cache, and pools are small so that decodes run them dry and preempt. A run stops when a step schedules
 nothing (the state can no longer change) or after MAX_STEPS.
+
+Clauses of the contract -> the fixed case that holds each:
+    admit FIFO from waiting[0]; stop at a refusal      head_never_fits_blocks_the_queue,
+                                                       head_over_token_budget
+    budget: every token counts, cached or not          budget_counts_cached_tokens, token_budget
+    a prompt that exactly fills the budget fits        prompt_exactly_fills_the_budget
+    len(running) < max_num_seqs, running included      max_num_seqs
+    admitted: RUNNING, to the back of running          one_request, docstring_example
+    a prefill step decodes nobody                      one_request
+    decode from the front; preempt the NEWEST          pool_dry_mid_decode, docstring_example
+        not yet taken, else seq itself                 preempt_self_when_alone, several_preemptions_one_step
+    preempt: deallocate, WAITING, to the FRONT         docstring_example, pool_dry_mid_decode
+    may_append only after can_append                   docstring_example
+    running: exactly the scheduled, in order           docstring_example
+    ([], False) when nothing can run; a bool           head_never_fits_blocks_the_queue, one_request
+    prefix hits through allocate (recompute too)       shared_system_prompt, recompute_hits_own_blocks
 """
 from __future__ import annotations
 
@@ -21,6 +37,7 @@ from pagedkv_lib.judge.compare import show
 from pagedkv_lib.judge.outcome import Outcome, describe_exception, from_record, wrong
 
 from . import Case
+from .ex132_hints import hint
 
 MAX_STEPS = 80
 FIELDS = ("scheduled", "is_prefill", "running", "waiting", "status", "block_tables", "num_cached_tokens",
@@ -65,6 +82,8 @@ def _fixed() -> list[Case]:
         _case("fixed/identical_prompts_same_step", 4, 12, [_req(sys12, 4), _req(sys12, 4), _req(sys12, 5)]),
         _case("fixed/budget_counts_cached_tokens", 4, 16, [_req(sys12 + [i], 3) for i in range(3)],
               max_num_batched_tokens=30),
+        _case("fixed/prompt_exactly_fills_the_budget", 4, 16, [_req(range(10), 2), _req(range(20, 26), 2),
+                                                               _req([1, 2], 2)], max_num_batched_tokens=16),
         _case("fixed/recompute_hits_own_blocks", 4, 6, [_req(range(8), 10), _req(range(40, 47), 10)]),
         _case("fixed/block_size_1", 1, 12, [_req(range(10 * i, 10 * i + 3), 5) for i in range(3)]),
         _case("fixed/late_arrivals", 4, 8,
@@ -214,7 +233,7 @@ def check(case: Case, expected: dict, got: dict) -> Outcome:
         for name in FIELDS:
             if g[name] != e[name]:
                 return wrong(f"{where}: {name}: expected {show(e[name])}, got {show(g[name])}",
-                             _hint(name, e, g), history + _lens(e))
+                             hint(name, e, g, case.args), history + _lens(e))
         if "postprocess" in g:
             return wrong(f"{where}: the engine could not finish the step: {g['postprocess']}",
                          "scheduled sequences must be RUNNING, in running, and hold their blocks", history)
@@ -235,35 +254,3 @@ def _history(steps) -> list:
 
 def _lens(e) -> list:
     return [f"  lengths before the step: {e['before']['lens']}"]
-
-
-def _hint(name: str, e: dict, g: dict) -> str:
-    before = e["before"]
-    if name == "is_prefill":
-        return ("a step is a prefill exactly when it admitted someone; then it returns at once and decodes "
-                "nobody" if e["is_prefill"] else "is_prefill is True only when a sequence was admitted")
-    if name == "scheduled":
-        got, exp = g["scheduled"], e["scheduled"]
-        if any(i in before["waiting"] and i not in exp for i in got):
-            return ("admit only while ALL hold: num_batched_tokens + len(seq) <= max_num_batched_tokens "
-                    "(every token counts, cached or not), len(running) < max_num_seqs (the running queue, "
-                    "not this step's admissions), can_allocate(seq); at the first refusal stop: FIFO, never "
-                    "skip ahead")
-        if e["is_prefill"] and any(i in before["running"] for i in got):
-            return "a prefill step decodes nobody: return (admitted, True) right after admitting"
-        if e["is_prefill"]:
-            return "admit from waiting[0] while budget, max_num_seqs (counting running), can_allocate allow"
-    if name in ("scheduled", "waiting") and not e["is_prefill"]:
-        if sorted(e["waiting"]) == sorted(g["waiting"]):
-            return "a preempted sequence goes to the FRONT of waiting (appendleft): it is recomputed first"
-        return ("when can_append(seq) is False, preempt the NEWEST running sequence not yet taken this step "
-                "(running.pop()) and free its blocks with deallocate, and repeat; only when none is left, "
-                "preempt seq itself")
-    if name == "running":
-        return "the scheduled sequences, in the order they were scheduled, and nothing else stay in running"
-    if name == "status":
-        return "seq.status = RUNNING when admitted, WAITING when preempted"
-    if name == "num_cached_tokens":
-        return "block_manager.allocate(seq) finds the prefix hits; deallocate resets num_cached_tokens"
-    return ("change the pool only through allocate / may_append / deallocate, once per sequence: preempt "
-            "with block_manager.deallocate(seq), decode with may_append(seq) after can_append(seq)")
