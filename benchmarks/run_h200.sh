@@ -4,8 +4,8 @@
 #
 #     bash benchmarks/run_h200.sh "$OUT"
 #
-# 1. the Triton kernels' tests natively (decode, prefill, store) and the engine's greedy equivalence on the
-#    Triton kernels (prefill included)
+# 1. the Triton kernels' tests natively (decode, prefill, store, the fp8 store), the engine's greedy
+#    equivalence on the Triton kernels (prefill included) and with an fp8 cache, the judge's GPU-only tests
 # 2. sweep_kernels.py: correctness on awkward batches, then a short re-check of the defaults -> sweep.json
 # 3. bench_decode.py, bench_prefill.py: the kernels against every SDPA backend       -> bench_*.json / .txt
 # 4. the judge on the GPU case sets with --bench: exercises 130, 131, 133 (the reference solutions)
@@ -55,8 +55,9 @@ step() {
 cat "$RUN/env.txt"
 
 step gpu_tests 170 "${PYTEST[@]}" tests/test_kernels_decode_attention.py tests/test_kernels_prefill_attention.py \
-    tests/test_kernels_store_kvcache.py
-step engine_tests 80 "${PYTEST[@]}" tests/test_engine_equivalence.py
+    tests/test_kernels_store_kvcache.py tests/test_kv_quant_triton.py
+step engine_tests 90 "${PYTEST[@]}" tests/test_engine_equivalence.py tests/test_engine_fp8.py
+step judge_gpu_tests 40 "${PYTEST[@]}" tests/test_judge_130_131.py -k "tl_dot or cuda"
 step sweep 90 "$PY" -u benchmarks/sweep_kernels.py --out "$RUN" --budget-s 70
 step bench_decode 60 "$PY" -u benchmarks/bench_decode.py --out "$RUN" --tuned "$RUN/sweep.json" --budget-s 45
 step bench_prefill 45 "$PY" -u benchmarks/bench_prefill.py --out "$RUN" --tuned "$RUN/sweep.json" --budget-s 30

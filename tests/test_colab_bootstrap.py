@@ -26,7 +26,7 @@ from pagedkv_lib.environment import REPO_URL, describe_environment
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = sorted((ROOT / "notebooks" / "src").glob("*.py"))
 # notebooks whose owners adopt environment.FIRST_CELL when their branches merge; strict: this list must shrink
-ADOPTED_AT_MERGE = {"10_triton_paged_decode"}
+ADOPTED_AT_MERGE: set[str] = set()
 
 # what the notebook-playing subprocess runs: a stand-in google.colab, then the cell in an IPython shell
 PLAY = textwrap.dedent("""

@@ -840,7 +840,7 @@ BUGS = {
         'saturates_at_240': Plant([
             ('.clamp(-FP8_MAX, FP8_MAX)            # [T\'',
              '.clamp(-240.0, 240.0)            # [T\''),
-        ], WA, '448'),
+        ], WA, "e4m3fn's maximum"),
         'saturates_before_dividing': Plant([
             ('q = (x[keep].float() / scale).clamp(-FP8_MAX, FP8_MAX)',
              'q = x[keep].float().clamp(-FP8_MAX, FP8_MAX) / scale'),
