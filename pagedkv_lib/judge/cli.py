@@ -93,8 +93,14 @@ def _grade(exercise, files, args, device) -> int:
 
 
 def _cuda_available() -> bool:
+    """Whether torch sees a GPU, asked through NVML: a plain torch.cuda.is_available() initialises the CUDA
+    driver in this process, and a child forked afterwards cannot use CUDA ("Cannot re-initialize CUDA in
+    forked subprocess")."""
+    import os
+
     import torch
 
+    os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
     return torch.cuda.is_available()
 
 

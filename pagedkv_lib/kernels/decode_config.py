@@ -90,7 +90,8 @@ def choose_config(B: int, H: int, H_kv: int, D: int, max_tokens: int, num_splits
     heads = H_kv * cdiv(G, block_g)                                   # programs per sequence chunk
     if version is None:
         version = 3 if num_splits is None and B <= MAX_PLAN_SEQS else 1 if num_splits == 1 else 2
-    base = DecodeConfig(version, block_n, block_g, block_d, num_warps or 4, num_stages or 2,
+    stages = num_stages or (3 if cache_bytes == 1 else 2)   # fp8: 3 stages (H200 sweep, benchmarks/NOTES.md)
+    base = DecodeConfig(version, block_n, block_g, block_d, num_warps or 4, stages,
                         pdl=pdl and not interpreted)
     if version == 1:
         return replace(base, tokens_per_split=cdiv(max_tokens, block_n) * block_n)
