@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 import triton
-from bench_decode import L2_BYTES, measure_copy_bandwidth, time_eager, time_graph
+from gpu_harness import L2_BYTES, measure_copy_bandwidth, time_calls
 
 from pagedkv_lib.core.store_kvcache import store_kvcache
 from pagedkv_lib.kernels import backend
@@ -58,10 +58,10 @@ def bench_tokens(T: int, copy_gbs: float) -> dict:
     row = dict(T=T, bytes=nbytes, rotated_sets=R, methods={},
                correct=bool(torch.equal(k_ref, s0["k_cache"]) and torch.equal(v_ref, s0["v_cache"])))
     for name, fn in (("triton", triton_store), ("torch_index_put", torch_index_put)):
-        us = time_graph([lambda s=s, fn=fn: fn(s) for s in sets])
+        us = time_calls([lambda s=s, fn=fn: fn(s) for s in sets])["us"]
         tbps = nbytes / (us * 1e-6) / 1e12
-        row["methods"][name] = dict(us=us, eager_us=time_eager(lambda fn=fn: fn(s0)), tbps=tbps,
-                                    frac_copy=tbps * 1e3 / copy_gbs)
+        eager = triton.testing.do_bench(lambda fn=fn: fn(s0), warmup=10, rep=60, return_mode="median") * 1e3
+        row["methods"][name] = dict(us=us, eager_us=eager, tbps=tbps, frac_copy=tbps * 1e3 / copy_gbs)
     return row
 
 

@@ -23,7 +23,7 @@ def test_speed_table_gives_the_speedup_and_each_cache_as_a_fraction_of_copy(tmp_
     text = fp8_plots.speed_table(fp8_plots.load_fp8_speed(tmp_path))
     lines = text.splitlines()
     assert lines[0] == "test GPU: copy 4000 GB/s (read + write) = 100%"
-    assert lines[2].split() == ["64", "x", "4096", "bs16", "250.0", "125.0", "2.00x", "100%", "100%"]
+    assert lines[2].split() == ["64x4096", "bs16", "250.0", "125.0", "2.00x", "100%", "100%"]
     assert lines[3].split()[-3:] == ["1.10x", "-", "-"]           # no byte counts: no fraction
 
 
@@ -40,8 +40,19 @@ def test_from_decode_results_takes_the_two_methods_of_each_shape():
         {"B": 1, "L": 4096, "block_size": 16, "bytes": 100, "methods": {"triton": {"us": 9.0}}},
     ]}
     got = fp8_plots.from_decode_results(bench, "triton", "triton_fp8")
-    assert got["shapes"] == [{"B": 8, "L": 4096, "block_size": 16, "bf16": {"us": 20.0, "bytes": 1000},
-                              "fp8": {"us": 11.0, "bytes": 500}}]
+    assert got["shapes"] == [{"B": 8, "L": 4096, "block_size": 16, "shape": "8x4096",
+                              "bf16": {"us": 20.0, "bytes": 1000}, "fp8": {"us": 11.0, "bytes": 500}}]
+
+
+def test_from_decode_results_reads_bench_decode_s_own_schema():
+    """bench_decode.py names a shape, gives a ragged batch's longest context as max_len and the fp8 bytes
+    beside the bf16 ones."""
+    bench = {"env": {"device": "H"}, "copy_gbs": 1.0, "shapes": [
+        {"shape": "ragged64", "B": 64, "max_len": 8192, "block_size": 16, "bytes": 900, "bytes_fp8": 450,
+         "methods": {"triton_v3": {"us": 10.0}, "fp8_v3": {"us": 6.0}}}]}
+    got = fp8_plots.from_decode_results(bench, "triton_v3", "fp8_v3")
+    assert got["device"] == "H" and got["shapes"][0]["shape"] == "ragged64"
+    assert got["shapes"][0]["fp8"] == {"us": 6.0, "bytes": 450} and got["shapes"][0]["L"] == 8192
 
 
 def test_write_fp8_speed_stores_the_schema_the_table_reads_and_refuses_a_run_without_fp8(tmp_path):

@@ -13,11 +13,11 @@ Its schema (every time a median per call, every byte count per call):
       ]
     }
 
-`from_decode_results` builds this from benchmarks/bench_decode.py's own JSON (decode_h200.json's layout:
-shapes[i].methods[name] = {"us", ...}, shapes[i].bytes) given the names of the bf16 and fp8 methods; from
-the repository root, after a GPU run,
+`from_decode_results` builds this from benchmarks/bench_decode.py's own JSON (shapes[i].methods[name] =
+{"us", ...}, shapes[i].bytes and .bytes_fp8, .max_len for a ragged batch's longest context) given the names
+of the bf16 and fp8 methods; from the repository root, after a GPU run,
 
-    python -m pagedkv_lib.viz.fp8_plots benchmarks/results/decode_h200.json BF16_METHOD FP8_METHOD
+    python -m pagedkv_lib.viz.fp8_plots benchmarks/results/bench_decode.json triton_v3 fp8_v3
 
 writes benchmarks/results/decode_fp8_h200.json and prints the table.
 Shapes: docs/conventions.md.
@@ -109,10 +109,12 @@ def from_decode_results(result: dict, bf16: str, fp8: str) -> dict:
         methods = r["methods"]
         if bf16 in methods and fp8 in methods and "us" in methods[bf16] and "us" in methods[fp8]:
             b16, b8 = methods[bf16], methods[fp8]
-            shapes.append({"B": r["B"], "L": r["L"], "block_size": r["block_size"],
+            shapes.append({"B": r["B"], "L": r.get("L", r.get("max_len")), "block_size": r["block_size"],
+                           "shape": r.get("shape", f"{r['B']}x{r.get('L')}"),
                            "bf16": {"us": b16["us"], "bytes": b16.get("bytes", r["bytes"])},
-                           "fp8": {"us": b8["us"], "bytes": b8.get("bytes")}})
-    return {"device": result["device"], "copy_gbs": result["copy_gbs"], "shapes": shapes}
+                           "fp8": {"us": b8["us"], "bytes": b8.get("bytes", r.get("bytes_fp8"))}})
+    device = result.get("device") or result.get("env", {}).get("device", "?")
+    return {"device": device, "copy_gbs": result["copy_gbs"], "shapes": shapes}
 
 
 def speed_table(result: dict | None) -> str:
@@ -122,14 +124,15 @@ def speed_table(result: dict | None) -> str:
                 "CUDA machine, run benchmarks/bench_decode.py with its fp8 rows and store them there.")
     copy = result["copy_gbs"]
     lines = [f"{result['device']}: copy {copy:.0f} GB/s (read + write) = 100%",
-             f"{'B x L, block':>18} {'bf16 us':>9} {'fp8 us':>9} {'speedup':>8} {'bf16 %copy':>10} "
+             f"{'shape, block':>17} {'bf16 us':>9} {'fp8 us':>9} {'speedup':>8} {'bf16 %copy':>10} "
              f"{'fp8 %copy':>10}"]
     for r in result["shapes"]:
         cells = []
         for kind in ("bf16", "fp8"):
             m = r[kind]
             cells.append(f"{m['bytes'] / (m['us'] * 1e-6) / 1e9 / copy:.0%}" if m.get("bytes") else "-")
-        lines.append(f"{r['B']:>6} x {r['L']:<5} bs{r['block_size']:<3} {r['bf16']['us']:9.1f} "
+        label = r.get("shape", f"{r['B']}x{r['L']}")
+        lines.append(f"{label:>12} bs{r['block_size']:<3} {r['bf16']['us']:9.1f} "
                      f"{r['fp8']['us']:9.1f} {r['bf16']['us'] / r['fp8']['us']:7.2f}x {cells[0]:>10} "
                      f"{cells[1]:>10}")
     return "\n".join(lines)
