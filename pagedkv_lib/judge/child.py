@@ -95,7 +95,7 @@ def serve(job, channel: Channel) -> None:
     module = job.exercise.cases()                     # imports torch, triton ... before the guards
     hidden, prefixes, allowed = install_guard(job.exercise, job.submission.path)
     if job.limits.guards:
-        guards.install(guards.Policy(scratch, hidden, prefixes, allowed, guards.trusted_packages()),
+        guards.install(guards.default_policy(scratch, hidden, prefixes, allowed),
                        lambda action: channel.send(Refused(action)))
     channel.send(Ready())
     try:

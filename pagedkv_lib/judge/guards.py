@@ -9,9 +9,11 @@ Refused, each with a `Refused` message to the parent (which makes it the verdict
 - starting a process (fork, exec, subprocess, spawn, system), signalling another process;
 - loading or calling native code through ctypes;
 - opening a socket.
-What the judged code legitimately needs keeps working: torch's own threads; Triton compiling a learner's
-kernel on a GPU (it runs the C compiler and ptxas, and writes its cache into the scratch directory), which is
-allowed when the call comes from Triton's own code.
+What the judged code legitimately needs keeps working: torch's own threads and libraries; Triton compiling a
+learner's kernel on a GPU (it runs the C compiler and ptxas, allowed when the call comes from Triton's own
+code, and writes its cache into the scratch directory). Writing is never trusted: `torch.save` outside the
+scratch directory is refused like any other write, and so is torch starting a compiler
+(`torch.utils.cpp_extension`).
 
 An audit hook cannot be removed (PEP 578), but it is Python: code that reaches native memory, or rewrites
 the hook's closure through `gc`, gets past it. The operating-system layer (isolation.py) is the line.
@@ -44,18 +46,26 @@ class Policy:
     hidden: frozenset = frozenset()               # files (and __pycache__ dirs) that may not be opened at all
     hidden_prefixes: tuple = ()                   # directories whose files may not be opened ...
     allowed: frozenset = frozenset()              # ... except these (the graded file)
-    trusted: tuple = field(default_factory=tuple)  # package dirs whose own calls may compile and spawn
+    spawners: tuple = field(default_factory=tuple)  # package dirs whose own calls may start their compilers
+    native: tuple = field(default_factory=tuple)    # package dirs whose own calls may use ctypes
 
 
-def trusted_packages() -> tuple:
-    """Directories of packages allowed to spawn their compilers and load their own native code: Triton
-    (the C launcher and ptxas on a GPU) and torch."""
+def package_dirs(*names: str) -> tuple:
+    """The directories of the imported packages `names` (those not imported are left out)."""
     dirs = []
-    for name in ("triton", "torch"):
+    for name in names:
         module = sys.modules.get(name)
         if module is not None and getattr(module, "__file__", None):
             dirs.append(os.path.dirname(os.path.realpath(module.__file__)) + os.sep)
     return tuple(dirs)
+
+
+def default_policy(scratch: str, hidden=frozenset(), hidden_prefixes=(), allowed=frozenset()) -> Policy:
+    """Triton may start its compilers (the C launcher and ptxas, on a GPU) and Triton and torch may use
+    ctypes for their own libraries. Nobody writes outside the scratch directory: not even torch (a
+    `torch.save` to the status file is refused), and Triton's cache and temporary files live in scratch."""
+    return Policy(scratch, frozenset(hidden), tuple(hidden_prefixes), frozenset(allowed),
+                  spawners=package_dirs("triton"), native=package_dirs("triton", "torch"))
 
 
 def install(policy: Policy, report) -> None:
@@ -70,13 +80,13 @@ def install(policy: Policy, report) -> None:
         real = realpath(fspath(path))
         return real + os.sep == scratch or real.startswith(scratch) or real == os.devnull
 
-    def called_by_trusted() -> bool:
-        """The first caller outside the standard library (and this file) is Triton's or torch's own code."""
+    def called_from(dirs) -> bool:
+        """The first caller outside the standard library (and this file) is code in one of `dirs`."""
         frame = getframe(1)
         while frame is not None:
             name = frame.f_code.co_filename
             if not _in_stdlib(name) and name != __file__:
-                return any(name.startswith(d) for d in policy.trusted)
+                return any(name.startswith(d) for d in dirs)
             frame = frame.f_back
         return False
 
@@ -94,7 +104,7 @@ def install(policy: Policy, report) -> None:
                 refuse(f"reading {name} (the reference solutions and the oracle's source are closed)")
             writes = (isinstance(mode, str) and any(c in mode for c in "wax+")) or \
                 (isinstance(flags, int) and flags & _WRITE_FLAGS)
-            if writes and not inside(path) and not called_by_trusted():
+            if writes and not inside(path):
                 refuse(f"opening {name} for writing (a submission may write only in its scratch directory "
                        f"{scratch.rstrip(os.sep)})")
         elif event in _PATH_EVENTS:
@@ -103,19 +113,19 @@ def install(policy: Policy, report) -> None:
                 if i < len(args) and isinstance(args[i], (str, bytes, os.PathLike)) and not inside(args[i]):
                     refuse(f"{verb} {realpath(fspath(args[i]))} (outside the scratch directory)")
         elif event in _PROCESS_EVENTS or event.startswith("os.exec") or event.startswith("os.spawn"):
-            if not called_by_trusted():
+            if not called_from(policy.spawners):
                 refuse(f"starting a process ({event}{_first(args)})")
         elif event in _SIGNAL_EVENTS:
             if not (args and args[0] in (getpid(), 0)):
                 refuse(f"sending a signal to process {args[0] if args else '?'}")
         elif event.startswith("ctypes."):
-            if not called_by_trusted():
+            if not called_from(policy.native):
                 refuse(f"native code through ctypes ({event})")
         elif event in _SOCKET_EVENTS:
             refuse(f"a network socket ({event})")
 
     sys.addaudithook(hook)
-    _close_side_doors(refuse, called_by_trusted)
+    _close_side_doors(refuse, lambda: called_from(policy.spawners), inside)
 
 
 def _bytecode_of(source: str) -> list[str]:
@@ -139,18 +149,30 @@ def _first(args) -> str:
         return ""
 
 
-def _close_side_doors(refuse, called_by_trusted) -> None:
-    """`_posixsubprocess.fork_exec` starts a process without an audit event of its own (subprocess raises
-    one before calling it): a direct call is refused unless it comes from trusted code."""
+def _close_side_doors(refuse, called_by_trusted, inside) -> None:
+    """Doors that raise no audit event of their own, wrapped: `_posixsubprocess.fork_exec` starts a process
+    (subprocess raises its event before calling it), refused unless trusted code calls it; torch's C++ file
+    writer (`torch.save` to a path) opens the file in C, refused outside the scratch directory."""
     try:
         import _posixsubprocess
     except ImportError:
-        return
-    original = _posixsubprocess.fork_exec
+        _posixsubprocess = None
+    if _posixsubprocess is not None:
+        original = _posixsubprocess.fork_exec
 
-    def fork_exec(*args, **kwargs):
-        if not called_by_trusted():
-            refuse("starting a process (_posixsubprocess.fork_exec)")
-        return original(*args, **kwargs)
+        def fork_exec(*args, **kwargs):
+            if not called_by_trusted():
+                refuse("starting a process (_posixsubprocess.fork_exec)")
+            return original(*args, **kwargs)
 
-    _posixsubprocess.fork_exec = fork_exec
+        _posixsubprocess.fork_exec = fork_exec
+    torch_c = getattr(sys.modules.get("torch"), "_C", None)
+    writer = getattr(torch_c, "PyTorchFileWriter", None)
+    if writer is not None:
+        def file_writer(target, *args, **kwargs):
+            if isinstance(target, (str, bytes, os.PathLike)) and not inside(target):
+                refuse(f"opening {os.path.realpath(os.fspath(target))} for writing (torch.save; a submission "
+                       "may write only in its scratch directory)")
+            return writer(target, *args, **kwargs)
+
+        torch_c.PyTorchFileWriter = file_writer

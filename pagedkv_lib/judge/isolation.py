@@ -1,9 +1,9 @@
 """The operating-system layer of the judge's isolation: where a child runs, and how everything it starts ends.
 
 Each mechanism is used where this machine has it, and the report says which graded a submission:
-- bubblewrap (`bwrap`, Debian's `bubblewrap`, the sandbox Flatpak uses): a graded FILE runs in a sandbox
-  with a read-only view of the file system (only its scratch directory writable, a private /tmp), no
-  network, and its own PID namespace: when the child ends, the kernel kills every process it started. It is
+- bubblewrap (`bwrap`, Debian's `bubblewrap`, the sandbox Flatpak uses): a graded FILE runs in a sandbox with
+  a read-only view of the file system (only its scratch directory writable), no network, and its own PID
+  namespace: when the child ends, the kernel kills every process it started. It is
   probed once; PAGEDKV_JUDGE_BWRAP=0 turns it off. Code defined in a notebook cannot be sent to a fresh
   process, so a notebook's grading always forks.
 - a cgroup (v1 `pids`, or v2 with the pids controller, where this user may create one): `pids.max` bounds
@@ -51,16 +51,13 @@ def bwrap_path() -> str | None:
     return exe if probe.returncode == 0 else None
 
 
-def bwrap_argv(scratch: str, device: str, visible=()) -> list[str]:
-    """bwrap's arguments: the whole file system read-only, fresh /dev, /proc and an empty private /tmp (the
-    folders in `visible`, e.g. the graded file's, bound back read-only), `scratch` writable and the working
-    directory, every namespace unshared (no network), dying with the judge; on a GPU the NVIDIA device nodes
-    are bound in."""
-    argv = [bwrap_path(), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-    for folder in sorted(set(visible)):
-        argv += ["--ro-bind", folder, folder]
-    argv += ["--bind", scratch, scratch, "--chdir", scratch, "--unshare-all", "--die-with-parent",
-             "--new-session"]
+def bwrap_argv(scratch: str, device: str) -> list[str]:
+    """bwrap's arguments: the whole file system read-only (/tmp included: the judge's Python may live there),
+    fresh /dev and /proc, `scratch` writable and the working directory (TMPDIR points into it), every
+    namespace unshared (no network), dying with the judge; on a GPU the NVIDIA device nodes are bound in."""
+    argv = [bwrap_path(), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+            "--bind", scratch, scratch,
+            "--chdir", scratch, "--unshare-all", "--die-with-parent", "--new-session"]
     if device == "cuda":
         for node in sorted(Path("/dev").glob("nvidia*")):
             argv += ["--dev-bind", str(node), str(node)]

@@ -35,8 +35,7 @@ def in_sandbox(job, res_w: int, out_w: int, enter) -> tuple:
     interpret = "1" if job.device == "cpu" else "0"
     path = os.pathsep.join(filter(None, [PACKAGE_PARENT, os.environ.get("PYTHONPATH")]))
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", TRITON_INTERPRET=interpret, PYTHONPATH=path)
-    visible = [os.path.dirname(os.path.realpath(job.submission.path))]
-    argv = [*isolation.bwrap_argv(job.scratch, job.device, visible), sys.executable, "-m",
+    argv = [*isolation.bwrap_argv(job.scratch, job.device), sys.executable, "-m",
             "pagedkv_lib.judge.child", "--result-fd", str(res_w)]
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=out_w, stderr=out_w, pass_fds=(res_w,),
                             env=env, start_new_session=True, preexec_fn=enter)

@@ -42,6 +42,8 @@ HOSTILE = {
     "writes_the_library": (in_body("open(os.path.join(ROOT, 'pagedkv_lib', 'core', 'slot_mapping.py'), 'a').write('\\n# owned\\n')"), "file"),
     "deletes_a_file": (in_body("os.remove(os.path.join(ROOT, 'README.md'))"), "file"),
     "renames_a_file": (in_body("os.rename(os.path.join(ROOT, 'judge.py'), os.path.join(ROOT, 'judge.py.gone'))"), "file"),
+    "torch_save_over_the_status_file": (in_body("import torch\ntorch.save({'121': 'passed'}, os.path.join(ROOT, 'practice', '.judge_status.json'))"), "file"),
+    "torch_cpp_extension": (in_body("from torch.utils.cpp_extension import load_inline\nload_inline('owned', 'int f() { return 1; }', functions=['f'])"), "native"),
     "ctypes_native_code": (in_body("import ctypes\nctypes.CDLL(None).getpid()"), "native"),
     "socket_to_localhost": (in_body("import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=1).sendall(b'hello')"), "socket"),
 }
