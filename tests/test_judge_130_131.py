@@ -5,7 +5,6 @@ GPU machine (the judge runs the submissions' kernels in the interpreter for the 
 """
 from __future__ import annotations
 
-import ast
 import runpy
 
 import pytest
@@ -16,7 +15,6 @@ from pagedkv_lib.judge import judge
 from pagedkv_lib.judge.cases import ex130, ex131, kernel_harness
 from pagedkv_lib.judge.grading import grade
 from pagedkv_lib.judge.registry import get
-from pagedkv_lib.judge.stubs import make_stub
 
 CASES = {130: ex130, 131: ex131}
 
@@ -58,19 +56,6 @@ def test_13x_cuda_case_sets_hold_together_on_the_cpu_oracle(exercise_id):
     sizes = [int(c.args["seq_lens"].max()) if "seq_lens" in c.args else c.args["slot_mapping"].numel()
              for c in cases]                                         # longest context, or tokens stored
     assert max(sizes) >= 4096
-
-
-@pytest.mark.parametrize("exercise_id", [130, 131])
-def test_13x_committed_stub_is_generated_and_keeps_every_signature_and_docstring(exercise_id):
-    ex = get(exercise_id)
-    stub = ast.parse(make_stub(ex.solution_path.read_text(), exercise_id))
-    solution = ast.parse(ex.solution_path.read_text())
-    defs = [{n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)} for tree in (stub, solution)]
-    assert set(defs[0]) == set(defs[1]) and set(ex.functions) < set(defs[0])
-    for name, node in defs[0].items():
-        assert ast.get_docstring(node) == ast.get_docstring(defs[1][name])
-        assert ast.dump(node.args) == ast.dump(defs[1][name].args)
-        assert isinstance(node.body[-1], ast.Raise), name
 
 
 def test_13x_bench_checks_accept_the_library_kernels_and_reject_wrong_results():

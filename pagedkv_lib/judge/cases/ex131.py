@@ -34,7 +34,16 @@ from pagedkv_lib.judge.outcome import Outcome, wrong
 from . import Case, ex125, fresh, observe
 from .attention_cases import GARBAGE, TOLERANCE, check_attention, make_case, reference
 from .kernel_harness import bench_report as _bench_report
-from .kernel_harness import bench_submission, call, fingerprint, guarded, outside, to_device, where
+from .kernel_harness import (
+    bench_submission,
+    call,
+    fingerprint,
+    guard_attention_inputs,
+    outside,
+    random_attention_options,
+    to_device,
+    where,
+)
 
 NAME = "paged_attention_decode_triton"
 EXTRA = [  # name, context_lens, block_size, H, H_kv, D, options (make_case's)
@@ -68,20 +77,14 @@ def build(seed: int, device: str = "cpu") -> list[Case]:
     for i in range(RANDOM):
         H_kv = rng.choice([1, 2, 4, 8] if device == "cuda" else [1, 2])
         H = H_kv * rng.choice([1, 2, 3, 4, 8])
-        opt = {"dtype": rng.choice(["fp32", "fp16", "bf16"]), "garbage": rng.choice(["nan", "huge"]),
-               "extra_padding": rng.randint(0, 2), "exact_pool": rng.random() < 0.5,
-               "scale": rng.choice([None, rng.uniform(0.05, 1.0)])}
+        opt = random_attention_options(rng)
         lens = [rng.randint(1, longest) for _ in range(rng.randint(1, 4))]
         D = rng.choice([64, 128] if device == "cuda" else [4, 8, 16])
         cases.append(make_case(f"random/{i}", lens, None, rng.choice([1, 4, 16, 256]), H, H_kv, D,
                                seed=500 + i, **opt))
     for case in cases:
-        a = case.args
-        B, M = a["block_tables"].shape
-        table = torch.full((B + 1 + TABLE_GUARD // M, M + 3), -1, dtype=torch.int32)  # [B + guard, M + 3]
-        table[:B, :M] = a["block_tables"]
-        a.update(device=device, k_cache=guarded(a["k_cache"]), v_cache=guarded(a["v_cache"]),
-                 block_tables=table[:B, :M])                                       # [B, M], rows M + 3 apart
+        M = case.args["block_tables"].shape[1]
+        guard_attention_inputs(case.args, device, row_pad=3, table_guard=TABLE_GUARD)  # rows M + 3 apart
         case.show.insert(0, f"{NAME}(q, k_cache, v_cache, block_tables, context_lens, scale):")
         case.show.append("the caches lie between NaN guard blocks (block -1 is the one before); the table "
                          f"is a view, rows {M + 3} apart (block_tables.stride(0)), followed by rows of -1")

@@ -23,7 +23,17 @@ from pagedkv_lib.testing.sdpa_reference import sdpa_contiguous
 
 from . import Case, ex126, fresh, observe
 from .attention_cases import check_attention, make_case
-from .kernel_harness import bench_submission, call, fingerprint, guarded, outside, time_us, to_device, where
+from .kernel_harness import (
+    bench_submission,
+    call,
+    fingerprint,
+    guard_attention_inputs,
+    outside,
+    random_attention_options,
+    time_us,
+    to_device,
+    where,
+)
 
 NAME = "paged_attention_varlen_triton"
 EXTRA = [  # name, seq_lens, q_lens, block_size, H, H_kv, D, options (make_case's)
@@ -63,19 +73,12 @@ def build(seed: int, device: str = "cpu") -> list[Case]:
         H_kv = rng.choice([1, 2, 4, 8] if device == "cuda" else [1, 2])
         lens = [rng.randint(1, longest) for _ in range(rng.randint(1, 4))]
         q_lens = [rng.choice([1, n, rng.randint(1, n)]) for n in lens]
-        opt = {"dtype": rng.choice(["fp32", "fp16", "bf16"]), "garbage": rng.choice(["nan", "huge"]),
-               "extra_padding": rng.randint(0, 2), "exact_pool": rng.random() < 0.5,
-               "scale": rng.choice([None, rng.uniform(0.05, 1.0)])}
+        opt = random_attention_options(rng)
         D = rng.choice([64, 128] if device == "cuda" else [4, 8, 16])
         cases.append(make_case(f"random/{i}", lens, q_lens, rng.choice([1, 4, 16, 256]),
                                H_kv * rng.choice([1, 2, 3, 4]), H_kv, D, seed=700 + i, **opt))
     for case in cases:
-        a = case.args
-        B, M = a["block_tables"].shape
-        table = torch.full((B + 1 + TABLE_GUARD // M, M), -1, dtype=torch.int32)   # [B + guard rows, M]
-        table[:B] = a["block_tables"]
-        a.update(device=device, k_cache=guarded(a["k_cache"]), v_cache=guarded(a["v_cache"]),
-                 block_tables=table[:B])
+        guard_attention_inputs(case.args, device, table_guard=TABLE_GUARD)
         case.show.insert(0, f"{NAME}(q, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q, scale, out):")
         case.show.append("the caches lie between NaN guard blocks (block -1 is the one before), the table is "
                          f"followed by rows of -1, and out lies between {OUT_GUARD} NaN rows on each side")

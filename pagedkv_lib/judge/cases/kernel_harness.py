@@ -59,6 +59,25 @@ def to_device(t: torch.Tensor, device: str) -> torch.Tensor:
     return whole(t).to(device).as_strided(t.shape, t.stride(), t.storage_offset())
 
 
+def guard_attention_inputs(args: dict, device: str, row_pad: int = 0, table_guard: int = 512) -> None:
+    """In place: the caches between NaN guard blocks, and the block table a view into a bigger table whose
+    rows are `row_pad` entries longer (stride(0) = M + row_pad) and which ends in rows of -1 (at least
+    `table_guard` entries), so a kernel that reads past a row, or past the last one, reads -1 (then NaN)."""
+    B, M = args["block_tables"].shape
+    width = M + row_pad
+    table = torch.full((B + 1 + table_guard // width, width), -1, dtype=torch.int32)   # [B + guard, M + pad]
+    table[:B, :M] = args["block_tables"]
+    args.update(device=device, k_cache=guarded(args["k_cache"]), v_cache=guarded(args["v_cache"]),
+                block_tables=table[:B, :M])                                            # [B, M]
+
+
+def random_attention_options(rng) -> dict:
+    """make_case options of a random attention case: dtype, garbage, padding, pool size, scale."""
+    return {"dtype": rng.choice(["fp32", "fp16", "bf16"]), "garbage": rng.choice(["nan", "huge"]),
+            "extra_padding": rng.randint(0, 2), "exact_pool": rng.random() < 0.5,
+            "scale": rng.choice([None, rng.uniform(0.05, 1.0)])}
+
+
 def fingerprint(t: torch.Tensor) -> str:
     """A read-only input, compared by its bytes (a whole copy would make the result frame large)."""
     data = t.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes()
