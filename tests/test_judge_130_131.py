@@ -96,7 +96,8 @@ def tl_dot_submission(tmp_path):
 
 def test_131_tl_dot_with_fewer_than_16_rows_is_named_on_a_gpu_and_passes_in_the_interpreter(tmp_path):
     """The GPU compiler refuses a tl.dot of fewer than 16 rows (G = 4 in the judge's GPU cases); the judge's
-    hint names it. On the CPU the interpreter accepts it; with CUDA the GPU case set must refuse it."""
+    hint names it. On the CPU a recent interpreter accepts it (an older one refuses it too, and the hint is
+    the same); with CUDA the GPU case set must refuse it."""
     from pagedkv_lib.judge.outcome import describe_exception
 
     class CompilationError(Exception):                               # triton.compiler.errors' words
@@ -112,7 +113,9 @@ def test_131_tl_dot_with_fewer_than_16_rows_is_named_on_a_gpu_and_passes_in_the_
     path = tl_dot_submission(tmp_path)
     (cpu,) = grade(131, [path], isolation="fork")
     skip_on_an_old_interpreter(cpu)
-    assert cpu.ok, cpu.first_failure
+    if not cpu.ok:          # triton 3.9's interpreter accepts a small tl.dot; 3.0's refuses it like the GPU
+        failure = cpu.first_failure
+        assert cpu.verdict == "runtime error" and "at least 16" in failure.outcome.hint, failure
     if not torch.cuda.is_available():
         pytest.skip("no CUDA: the GPU half runs on a GPU machine")
     (gpu,) = grade(131, [path], device="cuda")

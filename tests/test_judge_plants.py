@@ -79,26 +79,11 @@ def test_judge_solution_passes_stub_is_not_implemented_and_every_planted_bug_get
     check_plants(exercise_id, results, 0)
 
 
-@pytest.mark.parametrize("exercise_id", sorted(BUGS))
-def test_judge_every_planted_bug_is_caught_by_a_fixed_case_at_seeds_1_2_3(exercise_id, tmp_path, monkeypatch):
-    """The fixed cases alone (the random ones dropped, to stay fast) catch every plant, with its hint, at
-    other seeds too."""
-    module = get(exercise_id).cases()
-    build = module.build
-    monkeypatch.setattr(module, "build", lambda seed, device="cpu": [
-        c for c in build(seed, device) if c.name.startswith("fixed/")])
-    bugs = planted(exercise_id, tmp_path)
-    for seed in (1, 2, 3):
-        solution, *results = grade(exercise_id, [get(exercise_id).solution_path, *bugs], seed=seed, jobs=2,
-                                   isolation="fork")
-        skip_on_an_old_interpreter(solution)
-        assert solution.ok, (seed, solution.first_failure)
-        check_plants(exercise_id, results, seed)
-
-
 @pytest.mark.parametrize("exercise_id", sorted(EXERCISES))
 def test_judge_fixed_cases_are_the_same_at_every_seed(exercise_id):
-    """A fixed case is fixed: what catches a plant at seed 0 catches it at any seed."""
+    """A fixed case is fixed: every plant is first caught by a fixed case at seed 0 (check_plants), and the
+    fixed cases are the same at every seed, so each plant is caught, with its hint, at any seed. (Grading
+    every plant again at other seeds would repeat the same computation.)"""
     module = get(exercise_id).cases()
     first = [c for c in module.build(0) if c.name.startswith("fixed/")]
     assert len(first) >= 5

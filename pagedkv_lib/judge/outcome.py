@@ -63,8 +63,9 @@ def describe_exception(exc: BaseException, files=()) -> dict:
         verdict, hint = RUNTIME_ERROR, "a recursion that never reaches its base case?"
     elif isinstance(exc, ForbiddenCall):
         verdict, hint = RUNTIME_ERROR, "write the graded code yourself; the library is the oracle"
-    elif "Input shapes should have M >=" in said:
-        verdict, hint = RUNTIME_ERROR, ("on a GPU every dimension of a tl.dot is at least 16: pad the "
+    elif "Input shapes should have M >=" in said or ("must be >= 16" in said and "input shape" in said):
+        verdict, hint = RUNTIME_ERROR, ("on a GPU (and in triton < 3.4's interpreter) every dimension of a "
+                                        "tl.dot is at least 16: pad the "
                                         "tile (e.g. BLOCK_G = max(16, next power of two >= G)) and mask the "
                                         "extra rows")
     elif "mask has unsupported dtype" in said:
