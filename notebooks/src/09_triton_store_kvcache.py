@@ -336,10 +336,11 @@ else:
 # code to `practice/130_*.py` and grade it there with `--device cuda`.
 #
 # **A note on masks in the interpreter.** If you fold the -1 test into the mask instead of returning early,
-# Triton's interpreter (3.9, on the CPU) rejects `mask=(offs < ROW) & (slot >= 0)` with "mask has
+# Triton 3.9's interpreter (on the CPU) rejects `mask=(offs < ROW) & (slot >= 0)` with "mask has
 # unsupported dtype": `slot >= 0` is a scalar, and a scalar combined with a block of lanes is not a mask it
-# accepts (`tl.broadcast_to` does not help either). Compare a block instead, `(offs < ROW) & (slot + 0 * offs
-# >= 0)`, or return before any store when `slot < 0`.
+# accepts (`tl.broadcast_to` does not help either). Triton 3.0's interpreter and the GPU compiler accept
+# it. Compare a block instead, `(offs < ROW) & (slot + 0 * offs >= 0)`, or return before any store when
+# `slot < 0`: both work everywhere.
 
 # %%
 from pagedkv_lib.judge import judge

@@ -2,7 +2,7 @@
 """Planted bugs: each a copy of a reference solution with one classic mistake, the verdict it must get and
 words the first failing case's hint (or message) must contain: the hint names the cause.
 
-BUGS[id][name] = Plant(edits, verdict, hint): edits are (text in the solution, its buggy replacement) pairs,
+BUGS[id][name] = Plant(edits, verdict, hint[, interpreter_only]): edits are (text in the solution, its buggy replacement) pairs,
 each text occurring exactly once in the solution, or (text, replacement, n) for a text that occurs n times,
 all replaced (the test says so when a solution changes). Every clause of every contract has a plant that
 breaks it alone, and every hint a case module gives has a plant that gets it; two plants with different
@@ -18,6 +18,7 @@ class Plant(NamedTuple):
     edits: list
     verdict: str
     hint: str
+    interpreter_only: bool = False    # valid Triton that only some interpreters reject: elsewhere it passes
 
 
 BUGS = {
@@ -664,7 +665,7 @@ BUGS = {
              ''),
             ('    mask = offs < ROW ',
              '    mask = (offs < ROW) & (slot >= 0) '),
-        ], RE, 'return early for slot < 0'),
+        ], RE, 'return early for slot < 0', interpreter_only=True),
         'k_and_v_swapped': Plant([
             ('tl.store(k_cache_ptr + slot * ROW + offs, key,',
              'tl.store(k_cache_ptr + slot * ROW + offs, value,'),
