@@ -41,6 +41,7 @@ from .protocol import (
 )
 
 GRACE_MB = 64            # held beyond the child's start at a deadline: maybe filling its memory cap
+SETTLE_S = 0.5           # for a child that held that at one deadline and let go of it by the next
 REFUSED_HINT = ("a graded function computes its answer and returns it: it may not write files outside its "
                 "working directory, start processes, load native code or open sockets")
 
@@ -89,14 +90,16 @@ class Supervisor:
         self.eof = False
         self.eof_at: float | None = None
         self.grace: tuple | None = None               # (phase, case, MiB held) of a deadline extended once
+        self.settling = False                         # given SETTLE_S after letting go of its memory
         run.isolation = describe(mode, self.containment, self.limits.guards)
 
     # reading ------------------------------------------------------------------------------------------
-    def read(self, fd: int) -> None:
+    def read(self, fd: int) -> bool:
+        """Read what is there on `fd` and act on it; False when nothing was there (or the pipe closed)."""
         try:
             data = os.read(fd, 1 << 16)
         except BlockingIOError:
-            return
+            return False
         if fd == self.out_fd:
             run = self.run
             run.output_total += len(data)
@@ -104,20 +107,26 @@ class Supervisor:
             if run.output_total > self.limits.output_limit_bytes:
                 self.kill(RUNTIME_ERROR, f"output limit: more than {self.limits.output_limit_bytes} bytes "
                           "printed to stdout/stderr", "remove the prints (or print much less)")
-            return
+            return bool(data)
         if not data:
             self.eof = True
-            return
+            return False
         if self.outcome is not None:
-            return
+            return True
         try:
             for message in self.reader.feed(data):
                 self._handle(message)
                 if self.outcome is not None:
-                    return
+                    return True
         except ProtocolError:
             self.kill(RUNTIME_ERROR, "the judge's result channel held data it did not write "
                       "(did the submission write to the judge's file descriptors?)")
+        return True
+
+    def drain(self) -> None:
+        """Act on every message the child has already sent (before a verdict about what it did not send)."""
+        while not self.eof and self.outcome is None and self.read(self.res_fd):
+            pass
 
     def _handle(self, message) -> None:
         now, lim, run = time.monotonic(), self.limits, self.run
@@ -182,6 +191,8 @@ class Supervisor:
     def check(self) -> bool:
         """Enforce the deadline and notice the end; True once the child is gone (or must be reaped)."""
         now = time.monotonic()
+        if now > self.deadline and self.outcome is None:
+            self.drain()                              # a report already in the pipe comes first
         if now > self.deadline:
             if self.phase == Phase.DONE:              # finished, but slow to exit
                 self._kill_everything()
@@ -203,23 +214,24 @@ class Supervisor:
             else:
                 self.kill(RUNTIME_ERROR, "the submission closed the judge's result channel")
                 self.status = -1
-        while not self.eof and self.outcome is None:  # what it wrote before exiting
-            before = len(self.reader.buf)
-            self.read(self.res_fd)
-            if len(self.reader.buf) == before and not self.eof:
-                break
+        self.drain()                                  # what it wrote before exiting
         return True
 
     def _still_allocating(self, now: float) -> bool:
         """At a deadline: is the child filling its memory cap (touching that much can take longer than a
         case's time limit)? Once, it gets one more time limit to reach the cap (its MemoryError is then a
         memory limit); at the second deadline, memory still growing, or a quarter of the cap held, is a
-        memory limit too. True while the child runs on."""
+        memory limit too, and memory let go of gets SETTLE_S for the MemoryError's report to arrive. True
+        while the child runs on."""
         cap = self.limits.memory_limit_mb
         held = memory_held_mb(self.pid, cap)
+        first = self.grace is None or self.grace[:2] != (self.phase, self.index)
+        if not first and not self.settling and (held is None or held < self.grace[2]):
+            self.settling = True                      # it let go of what it held: a MemoryError being
+            self.deadline = now + SETTLE_S            # reported (its frame not yet in the pipe)
+            return True
         if held is None or held < GRACE_MB:
             return False
-        first = self.grace is None or self.grace[:2] != (self.phase, self.index)
         if first and now < self.hard_end:
             self.grace = (self.phase, self.index, held)
             self.deadline = min(now + self.limits.time_limit_s, self.hard_end)
