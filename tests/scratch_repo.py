@@ -1,6 +1,8 @@
 """A scratch copy of this repository for tests that act as a learner would: run the README's commands, edit
-practice/, grade. The copy holds the working tree's files (tracked, and untracked but not ignored) and is
-committed in a fresh git repository, so `git show HEAD:...` there sees what a clone of this tree would."""
+practice/, grade. The copy holds the working tree's files (tracked, and untracked but not ignored), except
+that practice/ holds what the course ships, whatever the learner has done to theirs: each exercise's stub as
+its solution generates it, no backups, no status. It is committed in a fresh git repository, so `git show
+HEAD:...` there sees what a clone of a fresh course would."""
 from __future__ import annotations
 
 import os
@@ -14,17 +16,27 @@ VENV_BIN = Path(sys.executable).parent
 
 
 def tree_files() -> list[str]:
-    done = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                          capture_output=True, check=True)
-    return [f for f in done.stdout.decode().split("\0") if f and (ROOT / f).is_file()]
+    """The working tree's files, less practice/'s untracked ones (a learner's backups and notes)."""
+    def listed(*flags) -> set[str]:
+        done = subprocess.run(["git", "ls-files", "-z", *flags], cwd=ROOT, capture_output=True, check=True)
+        return {f for f in done.stdout.decode().split("\0") if f and (ROOT / f).is_file()}
+
+    untracked = listed("--others", "--exclude-standard")
+    return sorted(listed("--cached") | {f for f in untracked if not f.startswith("practice/")})
 
 
 def make_scratch_repo(dest: Path) -> Path:
-    """Copy the working tree to `dest` and commit it there; returns `dest`."""
+    """Copy the working tree to `dest`, practice/ as shipped, and commit it there; returns `dest`."""
+    from pagedkv_lib.judge.registry import EXERCISES
+    from pagedkv_lib.judge.stubs import stub_of
+
+    stubs = {f"practice/{ex.filename}": stub_of(ex) for ex in EXERCISES.values()}
     for rel in tree_files():
         target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / rel, target)
+    for rel, text in stubs.items():                     # over the learner's files, or where they deleted one
+        (dest / rel).write_text(text)
     git = ["git", "-c", "user.name=learner", "-c", "user.email=learner@example.com"]
     subprocess.run(["git", "init", "-q"], cwd=dest, check=True)
     subprocess.run(["git", "add", "-A"], cwd=dest, check=True)

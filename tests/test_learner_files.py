@@ -67,3 +67,15 @@ def test_judge_reset_restores_one_stub_with_a_backup(tmp_path):
     again = sh(f"python practice/judge.py --reset {EX.id}", repo)
     assert again.returncode == 0 and "already" in again.stdout
     assert len(list(target.parent.glob(f"{EX.filename}.bak-*"))) == 1
+
+
+def test_the_scratch_repository_ships_stubs_whatever_the_learner_did(tmp_path):
+    """The learner-path tests start from a fresh course (CI runs them again with every exercise solved in
+    practice/, and a learner may run them with backups there): practice/ in the copy is the shipped stubs."""
+    from pagedkv_lib.judge.registry import EXERCISES
+
+    repo = make_scratch_repo(tmp_path / "repo")
+    for ex in EXERCISES.values():
+        assert (repo / "practice" / ex.filename).read_text() == make_stub(ex.solution_path.read_text(), ex.id)
+    assert not list((repo / "practice").glob("*.bak-*"))
+    assert not (repo / "practice" / ".judge_status.json").exists()
