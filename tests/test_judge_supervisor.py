@@ -14,11 +14,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from pagedkv_lib.judge import supervisor as sup_module
+from pagedkv_lib.judge import deadlines
+from pagedkv_lib.judge.deadlines import SETTLE_S, MemoryWatch, Phase
 from pagedkv_lib.judge.outcome import MEMORY_LIMIT, TIME_LIMIT
 from pagedkv_lib.judge.protocol import CaseFinished, CaseRecord, ErrorRecord, FrameReader, encode
 from pagedkv_lib.judge.sandbox import Limits, Run, Submission
-from pagedkv_lib.judge.supervisor import SETTLE_S, Phase, Supervisor
+from pagedkv_lib.judge.supervisor import Supervisor
 
 
 @pytest.fixture
@@ -31,7 +32,7 @@ def supervisor(monkeypatch):
     for fd in (res_r, out_r):
         os.set_blocking(fd, False)
     held: list = []
-    monkeypatch.setattr(sup_module, "memory_held_mb", lambda pid, cap: held.pop(0))
+    monkeypatch.setattr(deadlines, "memory_held_mb", lambda pid, cap: held.pop(0))
     s = object.__new__(Supervisor)
     limits = Limits(time_limit_s=1.0, memory_limit_mb=768)
     s.job = SimpleNamespace(cases=[None] * 3, start=0, limits=limits)
@@ -39,7 +40,8 @@ def supervisor(monkeypatch):
     s.pid, s.res_fd, s.out_fd, s.reader = child.pid, res_r, out_r, FrameReader()
     s.phase, s.index, s.next = Phase.IN_CASE, 0, 0
     s.hard_end, s.deadline = float("inf"), time.monotonic() - 0.01
-    s.outcome, s.status, s.eof, s.eof_at, s.grace, s.settling = None, None, False, None, None, False
+    s.outcome, s.status, s.eof, s.eof_at = None, None, False, None
+    s.memory = MemoryWatch(limits.memory_limit_mb)
     killed: list = []
     monkeypatch.setattr(s, "_kill_everything", lambda: killed.append(True))
     yield SimpleNamespace(s=s, held=held, write=lambda m: os.write(res_w, encode(m)), killed=killed)
@@ -67,10 +69,10 @@ def test_a_hog_that_lets_go_at_its_second_deadline_gets_time_to_report_its_memor
     s = supervisor.s
     supervisor.held += [300.0, 3.0]
     s.check()                                            # first deadline: 300 MiB held, one more time limit
-    assert s.outcome is None and s.grace[2] == 300.0 and s.deadline > time.monotonic() + 0.5
+    assert s.outcome is None and s.memory.grace[2] == 300.0 and s.deadline > time.monotonic() + 0.5
     past_deadline(s)
     s.check()                                            # second: it let go, its report may be on the way
-    assert s.outcome is None and s.settling
+    assert s.outcome is None and s.memory.settling
     assert time.monotonic() < s.deadline <= time.monotonic() + SETTLE_S
     supervisor.write(MEMORY_ERROR)
     past_deadline(s)

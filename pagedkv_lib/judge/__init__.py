@@ -11,12 +11,13 @@ How a grading run goes (grading.grade), module by module:
 - sandbox.py       run_all: one child per submission, `jobs` at a time, restarts after a crash, and the
                    integrity check (integrity.py) after each child: a changed protected file is tampering
 - supervisor.py    the parent's watch over one child: a state machine over the protocol's messages, the
-                   deadlines, the kill, and why the child ended
+                   deadlines, the kill, and why the child ended (deadlines.py: a time or a memory limit?)
 - isolation.py     where the child runs (a bwrap sandbox for files, a fork for notebooks) and how all it
                    started ends (PID namespace, cgroup, or subreaper sweep)
 - child.py         the child: limits, scratch directory, guards (guards.py, submission.install_guard), the
                    submission (submission.py), then every case, each result sent as a message
-- protocol.py      the framing and the typed messages between child and parent
+- protocol.py      the framing and the typed messages between child and parent (plain_data.py: what
+                   a field may hold, read without running the child's code)
 After every child has exited the parent runs the same cases on the oracle and the case module compares
 them, naming the usual mistake (compare.py, outcome.py); report.py prints text, JSON or CSV; status.py
 keeps the learner's verdicts.

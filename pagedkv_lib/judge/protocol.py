@@ -3,8 +3,8 @@
 A child writes frames to a pipe; the parent reads them without running any code the child sent:
 
     frame   = MAGIC (4 bytes) + payload length (8 bytes, big endian) + payload
-    payload = pickle of (kind: int, fields: tuple) holding only plain data (None, bool, int, float, str,
-              bytes, list, tuple, dict); tensors travel as (TENSOR_TAG, dtype name, shape, raw bytes)
+    payload = pickle of (kind: int, fields: tuple) holding only plain data (plain_data.py: None, bool, int,
+              float, str, bytes, list, tuple, dict; tensors as dtype, shape and raw bytes)
 
 The parent's unpickler refuses every global, and `decode` checks every field's type, so whatever a hostile
 child writes, the parent gets one of the message records below or a `ProtocolError`.
@@ -30,19 +30,11 @@ import pickle
 import struct
 from dataclasses import dataclass, field
 
-import torch
+from .plain_data import PlainUnpickler, ProtocolError, as_float, as_int, as_str, expect, pack, unpack
 
 MAGIC = b"PKVJ"
 HEADER = struct.Struct("!4sQ")
 MAX_FRAME = 64 * 2**20                 # bytes of one frame's payload; more is tampering
-TENSOR_TAG = "__tensor__"
-DTYPES = {str(d).removeprefix("torch."): d for d in (
-    torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int8, torch.uint8, torch.int16,
-    torch.int32, torch.int64, torch.bool, torch.float8_e4m3fn, torch.float8_e5m2)}
-
-
-class ProtocolError(ValueError):
-    """The child sent something that is not a well-formed message (a bug, or tampering)."""
 
 
 class Kind(enum.IntEnum):
@@ -81,8 +73,9 @@ class ErrorRecord:
 
     @classmethod
     def from_fields(cls, f) -> ErrorRecord:
-        verdict, message, hint, trace = _expect(f, tuple, 4)
-        return cls(_str(verdict), _str(message), _str(hint), tuple(_str(t) for t in _expect(trace, list)))
+        verdict, message, hint, trace = expect(f, tuple, 4)
+        trace = tuple(as_str(t) for t in expect(trace, list))
+        return cls(as_str(verdict), as_str(message), as_str(hint), trace)
 
 
 @dataclass(frozen=True)
@@ -93,12 +86,12 @@ class CaseRecord:
     time_s: float = 0.0
 
     def fields(self) -> tuple:
-        return (_pack(self.observation), None if self.error is None else self.error.fields(), self.time_s)
+        return (pack(self.observation), None if self.error is None else self.error.fields(), self.time_s)
 
     @classmethod
     def from_fields(cls, f) -> CaseRecord:
-        obs, err, time_s = _expect(f, tuple, 3)
-        return cls(_unpack(obs), None if err is None else ErrorRecord.from_fields(err), _float(time_s))
+        obs, err, time_s = expect(f, tuple, 3)
+        return cls(unpack(obs), None if err is None else ErrorRecord.from_fields(err), as_float(time_s))
 
 
 @dataclass(frozen=True)
@@ -176,7 +169,7 @@ def encode(message) -> bytes:
     elif kind == Kind.CASE_FINISHED:
         fields = (message.index, message.record.fields())
     elif kind == Kind.BENCH_FINISHED:
-        fields = (_pack(message.figures), message.error)
+        fields = (pack(message.figures), message.error)
     elif kind == Kind.REFUSED:
         fields = (message.action,)
     elif kind == Kind.FATAL:
@@ -190,24 +183,24 @@ def encode(message) -> bytes:
 def decode(payload: bytes):
     """The message record of one frame's payload; ProtocolError if it is not one."""
     try:
-        kind, fields = _PlainUnpickler(io.BytesIO(payload)).load()
+        kind, fields = PlainUnpickler(io.BytesIO(payload)).load()
         kind = Kind(kind)
-        fields = _expect(fields, tuple)
+        fields = expect(fields, tuple)
         if kind == Kind.LOAD_FAILED:
-            return LoadFailed(ErrorRecord.from_fields(*_expect(fields, tuple, 1)))
+            return LoadFailed(ErrorRecord.from_fields(*expect(fields, tuple, 1)))
         if kind == Kind.CASE_STARTED:
-            return CaseStarted(_int(*_expect(fields, tuple, 1)))
+            return CaseStarted(as_int(*expect(fields, tuple, 1)))
         if kind == Kind.CASE_FINISHED:
-            index, record = _expect(fields, tuple, 2)
-            return CaseFinished(_int(index), CaseRecord.from_fields(record))
+            index, record = expect(fields, tuple, 2)
+            return CaseFinished(as_int(index), CaseRecord.from_fields(record))
         if kind == Kind.BENCH_FINISHED:
-            figures, error = _expect(fields, tuple, 2)
-            return BenchFinished(_expect(_unpack(figures), dict), _str(error))
+            figures, error = expect(fields, tuple, 2)
+            return BenchFinished(expect(unpack(figures), dict), as_str(error))
         if kind == Kind.REFUSED:
-            return Refused(_str(*_expect(fields, tuple, 1)))
+            return Refused(as_str(*expect(fields, tuple, 1)))
         if kind == Kind.FATAL:
-            return Fatal(_str(*_expect(fields, tuple, 1)))
-        _expect(fields, tuple, 0)
+            return Fatal(as_str(*expect(fields, tuple, 1)))
+        expect(fields, tuple, 0)
         return {Kind.READY: Ready, Kind.LOADED: Loaded, Kind.BENCH_STARTED: BenchStarted,
                 Kind.FINISHED: Finished}[kind]()
     except ProtocolError:
@@ -248,59 +241,3 @@ class Channel:
         view = memoryview(self._encode(message))
         while view:
             view = view[self._write(self.fd, view):]
-
-
-# ----------------------------------------------------------------------------------------------------------
-# plain data
-
-class _PlainUnpickler(pickle.Unpickler):
-    def find_class(self, module, name):
-        raise pickle.UnpicklingError(f"refused to load the global {module}.{name}")
-
-
-def _pack(obj):
-    if isinstance(obj, torch.Tensor):
-        t = obj.detach().cpu().contiguous()
-        raw = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
-        return (TENSOR_TAG, str(t.dtype).removeprefix("torch."), list(t.shape), raw)
-    if type(obj) in (list, tuple):
-        return type(obj)(_pack(v) for v in obj)
-    if type(obj) is dict:
-        return {k: _pack(v) for k, v in obj.items()}
-    return obj
-
-
-def _unpack(obj):
-    if type(obj) is tuple and len(obj) == 4 and obj[0] == TENSOR_TAG:
-        _, dtype, shape, raw = obj
-        dtype = DTYPES[dtype]
-        shape = [_int(n) for n in _expect(shape, list)]
-        if not raw:
-            return torch.empty(shape, dtype=dtype)
-        return torch.frombuffer(bytearray(_expect(raw, bytes)), dtype=dtype).reshape(shape)
-    if type(obj) in (list, tuple):
-        return type(obj)(_unpack(v) for v in obj)
-    if type(obj) is dict:
-        return {k: _unpack(v) for k, v in obj.items()}
-    return obj
-
-
-def _expect(value, typ, length: int | None = None):
-    if type(value) is not typ or (length is not None and len(value) != length):
-        raise ProtocolError(f"expected a {typ.__name__}" + (f" of {length}" if length is not None else "")
-                            + f", got {type(value).__name__}")
-    return value
-
-
-def _int(value) -> int:
-    return _expect(value, int)
-
-
-def _str(value) -> str:
-    return _expect(value, str)
-
-
-def _float(value) -> float:
-    if type(value) is int:
-        return float(value)
-    return _expect(value, float)

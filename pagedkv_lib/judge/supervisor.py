@@ -9,12 +9,12 @@ The child's progress is a small state machine over protocol.py's messages:
     BETWEEN (after the last case) --Finished--> DONE
 
 Each phase has a deadline (loading, a case, the benchmark); past it the child's whole process group (and
-its cgroup, or its sandbox) is killed and the verdict is a time limit. A message out of order, or bytes
-that are no message, mean the child's channel was written by something else: a runtime error.
+its cgroup, or its sandbox) is killed and the verdict is a time limit, or a memory limit for a child still
+filling its memory cap (deadlines.py). A message out of order, or bytes that are no message, mean the
+child's channel was written by something else: a runtime error.
 """
 from __future__ import annotations
 
-import enum
 import os
 import shutil
 import signal
@@ -23,7 +23,8 @@ import time
 from dataclasses import dataclass
 
 from . import isolation, launch
-from .child_end import describe, ended_how, memory_held_mb
+from .child_end import describe, ended_how
+from .deadlines import RUN_ON, MemoryWatch, Phase, late_message
 from .outcome import MEMORY_LIMIT, RUNTIME_ERROR, SKIPPED, TIME_LIMIT, Outcome, from_record
 from .protocol import (
     BenchFinished,
@@ -40,19 +41,8 @@ from .protocol import (
     Refused,
 )
 
-GRACE_MB = 64            # held beyond the child's start at a deadline: maybe filling its memory cap
-SETTLE_S = 0.5           # for a child that held that at one deadline and let go of it by the next
 REFUSED_HINT = ("a graded function computes its answer and returns it: it may not write files outside its "
                 "working directory, start processes, load native code or open sockets")
-
-
-class Phase(enum.Enum):
-    STARTING = "starting"
-    LOADING = "loading"
-    BETWEEN = "between cases"
-    IN_CASE = "in a case"
-    IN_BENCH = "in the benchmark"
-    DONE = "done"
 
 
 _EXPECTED_PHASE = {Ready: Phase.STARTING, Loaded: Phase.LOADING, LoadFailed: Phase.LOADING,
@@ -89,8 +79,7 @@ class Supervisor:
         self.status: int | None = None
         self.eof = False
         self.eof_at: float | None = None
-        self.grace: tuple | None = None               # (phase, case, MiB held) of a deadline extended once
-        self.settling = False                         # given SETTLE_S after letting go of its memory
+        self.memory = MemoryWatch(self.limits.memory_limit_mb)
         run.isolation = describe(mode, self.containment, self.limits.guards)
 
     # reading ------------------------------------------------------------------------------------------
@@ -198,8 +187,8 @@ class Supervisor:
                 self._kill_everything()
             elif self.outcome is None and self.phase == Phase.STARTING:
                 self.kill(RUNTIME_ERROR, self._late_message(), "grade it again when the machine is less busy")
-            elif self.outcome is None and not self._still_allocating(now):
-                self.kill(TIME_LIMIT, self._late_message(), "an infinite loop, or far too much work?")
+            elif self.outcome is None:
+                self._late(now)
         if self.status is None:
             pid, status = os.waitpid(self.pid, os.WNOHANG)
             if pid:
@@ -217,31 +206,18 @@ class Supervisor:
         self.drain()                                  # what it wrote before exiting
         return True
 
-    def _still_allocating(self, now: float) -> bool:
-        """At a deadline: is the child filling its memory cap (touching that much can take longer than a
-        case's time limit)? Once, it gets one more time limit to reach the cap (its MemoryError is then a
-        memory limit); at the second deadline, memory still growing, or a quarter of the cap held, is a
-        memory limit too, and memory let go of gets SETTLE_S for the MemoryError's report to arrive. True
-        while the child runs on."""
-        cap = self.limits.memory_limit_mb
-        held = memory_held_mb(self.pid, cap)
-        first = self.grace is None or self.grace[:2] != (self.phase, self.index)
-        if not first and not self.settling and (held is None or held < self.grace[2]):
-            self.settling = True                      # it let go of what it held: a MemoryError being
-            self.deadline = now + SETTLE_S            # reported (its frame not yet in the pipe)
-            return True
-        if held is None or held < GRACE_MB:
-            return False
-        if first and now < self.hard_end:
-            self.grace = (self.phase, self.index, held)
-            self.deadline = min(now + self.limits.time_limit_s, self.hard_end)
-            return True
-        growing = not first and held > self.grace[2]
-        if not growing and held < cap / 4:
-            return False
-        self.kill(MEMORY_LIMIT, f"{self._late_message()}, still allocating: {held:.0f} MiB held of a "
-                  f"{cap} MiB memory cap", "the judge caps the memory a submission may allocate")
-        return True
+    def _late(self, now: float) -> None:
+        """Past the deadline in a case, the benchmark or loading: a time limit, a memory limit, or run on."""
+        verdict, value = self.memory.at_deadline(self.pid, (self.phase, self.index), now,
+                                                 self.limits.time_limit_s, self.hard_end)
+        if verdict == RUN_ON:
+            self.deadline = value
+        elif verdict == MEMORY_LIMIT:
+            self.kill(MEMORY_LIMIT, f"{self._late_message()}, still allocating: {value:.0f} MiB held of a "
+                      f"{self.limits.memory_limit_mb} MiB memory cap",
+                      "the judge caps the memory a submission may allocate")
+        else:
+            self.kill(TIME_LIMIT, self._late_message(), "an infinite loop, or far too much work?")
 
     def abort(self) -> None:
         """Kill and reap the child at once (the judge itself is stopping)."""
@@ -270,18 +246,7 @@ class Supervisor:
         shutil.rmtree(self.job.scratch, ignore_errors=True)
 
     def _late_message(self) -> str:
-        lim = self.limits
-        if self.phase == Phase.STARTING:
-            return (f"the grading process did not start within {lim.startup_limit_s:g} s (is the machine "
-                    "overloaded?); this is not the submission's time")
-        if self.phase == Phase.LOADING:
-            return f"loading (importing) the file took longer than {lim.import_limit_s:g} s"
-        if time.monotonic() >= self.hard_end:
-            return (f"loading it and all cases together took longer than "
-                    f"{lim.import_limit_s + lim.total_limit_s:g} s")
-        if self.phase == Phase.IN_BENCH:
-            return f"the benchmark took longer than {lim.bench_limit_s:g} s"
-        return f"over the time limit of {lim.time_limit_s:g} s per case"
+        return late_message(self.phase, self.limits, self.hard_end)
 
     def finish(self) -> int | None:
         """Record why the child ended; the case to restart from, or None."""
