@@ -79,3 +79,31 @@ def test_judge_restarts_after_a_crash_and_skips_only_when_out_of_restarts(tmp_pa
     crashed = [c for c in result.cases if c.verdict != "passed"]
     assert [c.name for c in crashed] == ["fixed/no_positions"]
     assert "exit code 3" in crashed[0].outcome.message
+
+
+def test_a_slow_memory_hog_is_a_memory_limit_even_when_the_judge_holds_garbage(tmp_path):
+    """A forked child inherits the judge's uncollected garbage; freed after the child set its memory cap, it
+    would hide what the hog holds (seen once in a full test run: a time limit). The child collects first."""
+    import gc
+
+    from judge_plants.adversarial import ADVERSARIAL
+
+    hog = tmp_path / "122_hog.py"          # its gc.collect() frees the judge's garbage in the child
+    hog.write_text(ADVERSARIAL["fills_memory_slowly_past_the_time_limit"][1] + "\nimport gc\ngc.collect()\n")
+
+    class Cycle:
+        pass
+
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        garbage = Cycle()
+        garbage.me, garbage.payload = garbage, bytearray(400 * 2**20)
+        garbage.payload[:: 2**12] = b"x" * len(garbage.payload[:: 2**12])   # touched: really held
+        del garbage
+        (result,) = grade(122, [hog], limits=LIMITS, isolation="fork")
+    finally:
+        if was_enabled:
+            gc.enable()
+        gc.collect()
+    assert result.verdict == "memory limit", result.first_failure.outcome

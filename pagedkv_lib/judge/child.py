@@ -11,6 +11,7 @@ the parent computes those after every child has exited.
 from __future__ import annotations
 
 import argparse
+import gc
 import io
 import os
 import pickle
@@ -83,6 +84,7 @@ def exec_main(argv=None) -> None:
 
 def serve(job, channel: Channel) -> None:
     """Limits, scratch directory, guards, the submission, then every case from `job.start` (and the bench)."""
+    gc.collect()            # a fork's garbage from the judge, freed later, would lower the memory base
     _set_limits(job.limits, job.bench)
     torch.set_num_threads(1)
     scratch = job.scratch
