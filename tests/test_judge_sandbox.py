@@ -107,3 +107,19 @@ def test_a_slow_memory_hog_is_a_memory_limit_even_when_the_judge_holds_garbage(t
             gc.enable()
         gc.collect()
     assert result.verdict == "memory limit", result.first_failure.outcome
+
+
+def test_a_print_before_a_hang_reaches_the_report_in_the_sandbox(tmp_path, monkeypatch):
+    """The sandboxed child's stdout is a pipe: block-buffered, a learner's print before an infinite loop would
+    die in the buffer. It is line-buffered, like the forked child's."""
+    from judge_plants.adversarial import in_body
+
+    from pagedkv_lib.judge import isolation as iso
+
+    if iso.bwrap_path() is None:
+        pytest.skip("bwrap is missing or cannot sandbox here (.ci/run installs it)")
+    monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)    # as a learner's shell has it
+    hangs = tmp_path / "122_hangs.py"
+    hangs.write_text(in_body("print('entered with', positions)\nwhile True:\n    pass"))
+    (result,) = grade(122, [hangs], limits=LIMITS, isolation="bwrap")
+    assert result.verdict == "time limit" and "entered with" in result.output

@@ -7,6 +7,7 @@ and messages are set by the test, so each rule is checked without timing luck.
 """
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import time
@@ -44,10 +45,12 @@ def supervisor(monkeypatch):
     s.memory = MemoryWatch(limits.memory_limit_mb)
     killed: list = []
     monkeypatch.setattr(s, "_kill_everything", lambda: killed.append(True))
-    yield SimpleNamespace(s=s, held=held, write=lambda m: os.write(res_w, encode(m)), killed=killed)
+    closed: set = set()                                  # by the test: never close a number twice
+    yield SimpleNamespace(s=s, held=held, write=lambda m: os.write(res_w, encode(m)), killed=killed,
+                          out_w=out_w, closed=closed)
     child.kill()
     child.wait()
-    for fd in (res_r, res_w, out_r, out_w):
+    for fd in {res_r, res_w, out_r, out_w} - closed:
         os.close(fd)
 
 
@@ -107,3 +110,18 @@ def test_a_slow_loop_that_holds_little_memory_is_a_time_limit(supervisor):
     supervisor.held += [10.0]
     supervisor.s.check()
     assert supervisor.s.outcome.verdict == TIME_LIMIT
+
+
+def test_what_the_child_printed_last_is_kept_when_it_ends(supervisor, tmp_path):
+    """A child flushes its output as it exits, after its last message: finish() reads it into the report
+    (it was read and dropped once, so a learner's prints vanished when the parent noticed the exit first)."""
+    s = supervisor.s
+    s.phase, s.status = Phase.DONE, 0                    # it finished and was reaped
+    s.job.scratch = str(tmp_path / "scratch")
+    s.containment = SimpleNamespace(close=lambda: None)
+    fcntl.fcntl(supervisor.out_w, fcntl.F_SETPIPE_SZ, 2**20)   # room for more than one read takes, unread
+    os.write(supervisor.out_w, b"debugging " * 10_000)
+    os.close(supervisor.out_w)
+    assert s.finish() is None                            # closes the parent's ends
+    supervisor.closed.update({supervisor.out_w, s.res_fd, s.out_fd})
+    assert s.run.output_total == 100_000 and s.run.output.startswith(b"debugging")

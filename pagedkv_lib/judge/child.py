@@ -72,6 +72,8 @@ def exec_main(argv=None) -> None:
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         sys.stdin = io.StringIO()
+        for stream in (sys.stdout, sys.stderr):       # a print before a hang or a crash still arrives
+            stream.reconfigure(line_buffering=True, errors="replace")
         _die_with_parent()
         _blind_inherited_fds(keep=(0, 1, 2, args.result_fd))
         channel = Channel(args.result_fd)

@@ -253,11 +253,11 @@ class Supervisor:
         self._kill_everything()                       # whatever it started, too
         if self.status == -1:
             self.status = os.waitpid(self.pid, 0)[1]
-        while True:
+        while True:                                   # what it printed last (a flush at exit) is kept too
             try:
-                if not os.read(self.out_fd, 1 << 16):
+                if not self.read(self.out_fd):
                     break
-            except (BlockingIOError, OSError):
+            except OSError:
                 break
         self._close()
         if self.phase == Phase.DONE and self.outcome is None:
