@@ -81,15 +81,16 @@ def test_judge_restarts_after_a_crash_and_skips_only_when_out_of_restarts(tmp_pa
     assert "exit code 3" in crashed[0].outcome.message
 
 
+SLOW_HOG = ADVERSARIAL["fills_memory_slowly_past_the_time_limit"][1]
+
+
 def test_a_slow_memory_hog_is_a_memory_limit_even_when_the_judge_holds_garbage(tmp_path):
     """A forked child inherits the judge's uncollected garbage; freed after the child set its memory cap, it
-    would hide what the hog holds (seen once in a full test run: a time limit). The child collects first."""
+    would hide what the hog holds (the parent reads the address space). The child collects first."""
     import gc
 
-    from judge_plants.adversarial import ADVERSARIAL
-
     hog = tmp_path / "122_hog.py"          # its gc.collect() frees the judge's garbage in the child
-    hog.write_text(ADVERSARIAL["fills_memory_slowly_past_the_time_limit"][1] + "\nimport gc\ngc.collect()\n")
+    hog.write_text(SLOW_HOG + "\nimport gc\ngc.collect()\n")
 
     class Cycle:
         pass
@@ -106,6 +107,30 @@ def test_a_slow_memory_hog_is_a_memory_limit_even_when_the_judge_holds_garbage(t
         if was_enabled:
             gc.enable()
         gc.collect()
+    assert result.verdict == "memory limit", result.first_failure.outcome
+
+
+def test_a_slow_memory_hog_is_a_memory_limit_even_when_the_judge_heap_has_room(tmp_path):
+    """A judge that freed large arrays (a long test run, a notebook) leaves free heap and a raised glibc
+    mmap threshold; a forked hog's arrays would fill that heap without growing the address space the parent
+    watches, and its deadline looked like a slow loop's (a time limit, twice in full CI runs). The child
+    gives that heap back and the watch counts resident growth too."""
+    import ctypes
+
+    libc = ctypes.CDLL(None)
+    if not hasattr(libc, "mallopt"):
+        pytest.skip("not glibc")
+    hog = tmp_path / "122_hog.py"
+    hog.write_text(SLOW_HOG)
+    libc.mallopt(-3, 64 * 2**20)                        # M_MMAP_THRESHOLD, as after large frees
+    try:
+        arrays = [bytearray(20 * 2**20) for _ in range(20)]    # 400 MiB on the heap ...
+        pin = bytearray(2**18)                          # ... below a live block, so it is not trimmed
+        del arrays
+        (result,) = grade(122, [hog], limits=LIMITS, isolation="fork")
+        del pin
+    finally:
+        libc.mallopt(-3, 2**17)                         # glibc's default threshold again
     assert result.verdict == "memory limit", result.first_failure.outcome
 
 

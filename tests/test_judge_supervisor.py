@@ -33,7 +33,7 @@ def supervisor(monkeypatch):
     for fd in (res_r, out_r):
         os.set_blocking(fd, False)
     held: list = []
-    monkeypatch.setattr(deadlines, "memory_held_mb", lambda pid, cap: held.pop(0))
+    monkeypatch.setattr(deadlines, "memory_held_mb", lambda pid, cap, resident=None: held.pop(0))
     s = object.__new__(Supervisor)
     limits = Limits(time_limit_s=1.0, memory_limit_mb=768)
     s.job = SimpleNamespace(cases=[None] * 3, start=0, limits=limits)

@@ -27,14 +27,32 @@ def ended_how(status: int, mode: str) -> Outcome:
                    "do not call os._exit() or sys.exit() in a submission")
 
 
-def memory_held_mb(pid: int, cap_mb: int | None) -> float | None:
-    """The most memory a process of the child's tree holds beyond the base its cap was set on (MiB), or None.
+def memory_held_mb(pid: int, cap_mb: int | None, resident_base: dict | None = None) -> float | None:
+    """The most memory a process of the child's tree holds beyond its base (MiB), or None.
 
     The child caps its address space at its size then + cap_mb (child._set_limits); touching that much can
-    take longer than a case's time limit, so at the deadline this tells a memory hog from a slow loop.
+    take longer than a case's time limit, so at the deadline this tells a memory hog from a slow loop. A
+    fork also inherits the judge's free heap, which a hog fills without growing its address space: there
+    the growth of its resident memory since `resident_base` (resident_mb, read when it was ready) counts.
     """
     if cap_mb is None:
         return None
+    held = None
+    for p, cap, size, resident in _capped_processes(pid):
+        mine = (size - (cap - cap_mb * 2**20)) / 2**20
+        if resident_base and p in resident_base:
+            mine = max(mine, resident / 2**20 - resident_base[p])
+        held = mine if held is None else max(held, mine)
+    return held
+
+
+def resident_mb(pid: int) -> dict:
+    """pid -> resident MiB of each memory-capped process in the child's tree, now."""
+    return {p: resident / 2**20 for p, _, _, resident in _capped_processes(pid)}
+
+
+def _capped_processes(pid: int):
+    """(pid, address-space cap, size, resident bytes) of each process in `pid`'s tree that has a cap."""
     children: dict[int, list] = {}
     for entry in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -43,7 +61,7 @@ def memory_held_mb(pid: int, cap_mb: int | None) -> float | None:
         except (OSError, ValueError, IndexError):
             continue
         children.setdefault(ppid, []).append(int(entry))
-    held, todo = None, [pid]
+    todo = [pid]
     while todo:
         p = todo.pop()
         todo += children.get(p, [])
@@ -51,13 +69,13 @@ def memory_held_mb(pid: int, cap_mb: int | None) -> float | None:
             with open(f"/proc/{p}/limits") as f:
                 cap = next(line.split()[3] for line in f if line.startswith("Max address space"))
             with open(f"/proc/{p}/status") as f:
-                size = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:"))
-        except (OSError, StopIteration, ValueError, IndexError):
+                fields = {line.split(":")[0]: int(line.split()[1]) * 1024 for line in f
+                          if line.startswith(("VmSize:", "VmRSS:"))}
+            size, resident = fields["VmSize"], fields["VmRSS"]
+        except (OSError, StopIteration, ValueError, IndexError, KeyError):
             continue
         if cap.isdigit():
-            mine = (size - (int(cap) - cap_mb * 2**20)) / 2**20
-            held = mine if held is None else max(held, mine)
-    return held
+            yield p, int(cap), size, resident
 
 
 def describe(mode: str, containment, guards: bool) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 import time
 
-from .child_end import memory_held_mb
+from .child_end import memory_held_mb, resident_mb
 from .outcome import MEMORY_LIMIT, TIME_LIMIT
 
 GRACE_MB = 64            # held beyond the child's start at a deadline: maybe filling its memory cap
@@ -35,11 +35,17 @@ class MemoryWatch:
         self.cap_mb = cap_mb
         self.grace: tuple | None = None
         self.settling = False
+        self.resident: dict | None = None             # resident MiB when the child was ready
+
+    def ready(self, pid: int) -> None:
+        """The child is set up: its resident memory now is the base a hog's growth is counted from."""
+        if self.cap_mb is not None:
+            self.resident = resident_mb(pid)
 
     def at_deadline(self, pid: int, where: tuple, now: float, time_limit_s: float, hard_end: float):
         """(RUN_ON, the new deadline), (MEMORY_LIMIT, MiB held) or (TIME_LIMIT, None) for the child `pid`
         past its deadline at `where` = (phase, case)."""
-        held = memory_held_mb(pid, self.cap_mb)
+        held = memory_held_mb(pid, self.cap_mb, self.resident)
         first = self.grace is None or self.grace[:2] != where
         if not first and not self.settling and (held is None or held < self.grace[2]):
             self.settling = True                      # it let go of what it held: a MemoryError being

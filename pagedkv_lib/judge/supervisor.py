@@ -134,6 +134,7 @@ class Supervisor:
         if self.phase != expected:
             raise ProtocolError(f"{type(message).__name__} while {self.phase.value}")
         if isinstance(message, Ready):               # the submission's clock starts now
+            self.memory.ready(self.pid)
             run.budget_end = run.budget_end or now + lim.import_limit_s + lim.total_limit_s
             self.hard_end = run.budget_end
             self.phase, self.deadline = Phase.LOADING, min(now + lim.import_limit_s, self.hard_end)
