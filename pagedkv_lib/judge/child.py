@@ -54,6 +54,7 @@ def fork_main(job, res_fd: int, out_fd: int) -> None:
         _redirect_output(out_fd)
         _blind_inherited_fds(keep=(0, 1, 2, res_fd))
         channel = Channel(res_fd)
+        _shed_inherited_memory()
         serve(job, channel)
     except BaseException:
         _fatal(channel)
@@ -86,8 +87,6 @@ def exec_main(argv=None) -> None:
 
 def serve(job, channel: Channel) -> None:
     """Limits, scratch directory, guards, the submission, then every case from `job.start` (and the bench)."""
-    gc.collect()            # a fork's garbage from the judge, freed later, would lower the memory base
-    _release_free_heap()
     _set_limits(job.limits, job.bench)
     torch.set_num_threads(1)
     scratch = job.scratch
@@ -190,9 +189,12 @@ def _set_limits(limits, bench: bool) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
 
 
-def _release_free_heap() -> None:
-    """Give the free heap a fork inherits from the judge back to the system (glibc's malloc_trim), so that a
-    memory hog filling it grows its resident memory, which the parent's memory watch reads."""
+def _shed_inherited_memory() -> None:
+    """A fork inherits the judge's uncollected garbage and free heap. Garbage freed after the memory cap is
+    set would lower the base the parent's memory watch counts from, and a hog filling free heap would not grow
+    its address space: collect the garbage, and give the free heap back (glibc's malloc_trim) so that filling
+    it grows resident memory, which the watch also reads. (An exec'd child starts with neither.)"""
+    gc.collect()
     try:
         import ctypes
 
