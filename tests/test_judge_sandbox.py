@@ -82,6 +82,7 @@ def test_judge_restarts_after_a_crash_and_skips_only_when_out_of_restarts(tmp_pa
 
 
 SLOW_HOG = ADVERSARIAL["fills_memory_slowly_past_the_time_limit"][1]
+M_MMAP_THRESHOLD = -3                                   # glibc's mallopt parameter
 
 
 def test_a_slow_memory_hog_is_a_memory_limit_even_when_the_judge_holds_garbage(tmp_path):
@@ -122,7 +123,7 @@ def test_a_slow_memory_hog_is_a_memory_limit_even_when_the_judge_heap_has_room(t
         pytest.skip("not glibc")
     hog = tmp_path / "122_hog.py"
     hog.write_text(SLOW_HOG)
-    libc.mallopt(-3, 64 * 2**20)                        # M_MMAP_THRESHOLD, as after large frees
+    libc.mallopt(M_MMAP_THRESHOLD, 64 * 2**20)          # as glibc raises it after large frees
     try:
         arrays = [bytearray(20 * 2**20) for _ in range(20)]    # 400 MiB on the heap ...
         pin = bytearray(2**18)                          # ... below a live block, so it is not trimmed
@@ -130,7 +131,7 @@ def test_a_slow_memory_hog_is_a_memory_limit_even_when_the_judge_heap_has_room(t
         (result,) = grade(122, [hog], limits=LIMITS, isolation="fork")
         del pin
     finally:
-        libc.mallopt(-3, 2**17)                         # glibc's default threshold again
+        libc.mallopt(M_MMAP_THRESHOLD, 2**17)           # glibc's initial value (its raising stays off)
     assert result.verdict == "memory limit", result.first_failure.outcome
 
 
