@@ -1,4 +1,4 @@
-"""The capstone's speed: the mini engine's tokens/s, the 10,000-request serving simulation, notebook 13.
+"""The capstone's speed: the mini engine's tokens/s, the 10,000-request serving simulation, notebook 14.
 
     python benchmarks/bench_engine.py                  # all three, on CPU
     python benchmarks/bench_engine.py --no-notebook    # seconds, not a minute
@@ -9,8 +9,8 @@ prompt tokens and 64 generated tokens each, block size 16, a pool that holds the
 the median of `--repeat` runs of `LLM.generate`. Reported: generated tokens/s (decode) and all tokens/s
 (prompt + generated). Simulation: `simulate_serving` of 10,000 requests, all queued at step 0 (the most
 steps, and for paging the most preemptions), under the four policies, per workload: synthetic at a
-256K-token budget and max_len 4096 (notebook 13's setup), sharegpt and alpaca in the paper's 15,728 slots at
-max_len 2048; block 16 (target: the four policies in 2 s). Notebook: 13_capstone top to bottom in a fresh
+256K-token budget and max_len 4096 (notebook 14's setup), sharegpt and alpaca in the paper's 15,728 slots at
+max_len 2048; block 16 (target: the four policies in 2 s). Notebook: 14_capstone top to bottom in a fresh
 kernel through nbclient, as notebooks/build.py runs it (target: 60 s on CPU). Prints only; asserts nothing.
 """
 from __future__ import annotations
@@ -86,7 +86,7 @@ def bench_notebook() -> None:
     import nbformat
     from nbclient import NotebookClient
 
-    path = ROOT / "notebooks" / "13_capstone.ipynb"
+    path = ROOT / "notebooks" / "14_capstone.ipynb"
     nb = nbformat.read(path, as_version=4)
     start = time.perf_counter()
     NotebookClient(nb, timeout=600, kernel_name="python3",

@@ -8,7 +8,7 @@ Model shape H = 32, H_kv = 8, D = 128, block size 16, bf16. Shapes: 8 sequences 
 cache) and 16 x (2048 cached + 512 new). TFLOP/s count the causal work once (4 * D * H per visible
 (query, key) pair); every figure is also a ratio to anchors of the SAME run: the fastest SDPA row, and a
 dense bf16 8192^3 matmul (the compute peak actually reachable here). The copy bandwidth is measured too, so
-that the JSON holds both ceilings of a roofline (notebook 11 draws prefill and decode on one).
+that the JSON holds both ceilings of a roofline (notebook 12 draws prefill and decode on one).
 Baselines on CONTIGUOUS K/V, bottom-right causal: is_causal=True when q_len == kv_len, else
 torch.nn.attention.bias.causal_lower_right(q_len, kv_len). Default dispatch, then FLASH, EFFICIENT, CUDNN
 each forced. GQA: enable_gqa=True first; where a backend rejects it, K/V heads repeated G times beforehand

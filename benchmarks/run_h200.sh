@@ -12,7 +12,7 @@
 # Every step has its own time limit, cut further so that the whole run ends by DEADLINE_S; a step that
 # fails or times out is recorded and the run goes on. The device returns only a few files, so everything
 # goes into $OUT/h200_run.tar.gz, and the tables and verdicts into $OUT/summary.txt. To commit:
-#     tar -xzf h200_run.tar.gz -C benchmarks/results     (then rebuild notebooks 10 and 11 on a CPU)
+#     tar -xzf h200_run.tar.gz -C benchmarks/results     (then rebuild notebooks 11 and 12 on a CPU)
 set -u
 OUT="${1:-${OUT:-/tmp}}"
 PY="${PYTHON:-python}"

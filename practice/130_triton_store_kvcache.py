@@ -1,4 +1,4 @@
-"""Exercise 130 (medium): store_kvcache in Triton. Notebook 09, "Triton: store_kvcache".
+"""Exercise 130 (medium): store_kvcache in Triton. Notebook 10, "Triton: store_kvcache".
 Grade: python practice/judge.py 130                          (Triton's interpreter on the CPU, small shapes)
        python practice/judge.py 130 --device cuda --bench     (natively on a GPU, larger shapes, GB/s)
 

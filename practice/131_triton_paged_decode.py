@@ -1,4 +1,4 @@
-"""Exercise 131 (hard): paged decode attention in Triton. Notebook 10, "Triton: paged decode attention".
+"""Exercise 131 (hard): paged decode attention in Triton. Notebook 11, "Triton: paged decode attention".
 Grade: python practice/judge.py 131                          (Triton's interpreter on the CPU, small shapes)
        python practice/judge.py 131 --device cuda --bench     (natively on a GPU, larger shapes, GB/s)
 

@@ -1,4 +1,4 @@
-"""Exercise 132 (hard): scheduler with preemption. Notebook 13, "Capstone: a mini engine".
+"""Exercise 132 (hard): scheduler with preemption. Notebook 14, "Capstone: a mini engine".
 Grade: python practice/judge.py 132
 
 A continuous-batching engine repeats: schedule -> run the model on the scheduled sequences -> append one

@@ -1,4 +1,4 @@
-"""Exercise 133 (hard): paged prefill attention in Triton. Notebook 11, "Triton: paged prefill attention".
+"""Exercise 133 (hard): paged prefill attention in Triton. Notebook 12, "Triton: paged prefill attention".
 Grade: python practice/judge.py 133                          (Triton's interpreter on the CPU, small shapes)
        python practice/judge.py 133 --device cuda --bench     (natively on a GPU, larger shapes, TFLOP/s)
 

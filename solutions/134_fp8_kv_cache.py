@@ -1,4 +1,4 @@
-"""Exercise 134 (medium): FP8 KV cache. Notebook 12, "FP8 KV cache".
+"""Exercise 134 (medium): FP8 KV cache. Notebook 13, "FP8 KV cache".
 Grade: python practice/judge.py 134
 
 An fp8 cache keeps each K/V element in one byte, float8 e4m3 (`torch.float8_e4m3fn`: 1 sign bit, 4 exponent

@@ -1,4 +1,4 @@
-"""The FP8 accuracy studies of notebook 12: attention error against fp64, the scale's role, per-head scales,
+"""The FP8 accuracy studies of notebook 13: attention error against fp64, the scale's role, per-head scales,
 and greedy agreement of the mini engine with an fp8 cache vs a bf16 one."""
 from __future__ import annotations
 

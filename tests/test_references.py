@@ -6,7 +6,7 @@ that are not part of the repository, in every tracked text file):
   folder; a file of ANOTHER repository is written with its repository, `owner/repo:path` (or
   `owner/repo@commit:path`), and is not checked here;
 - a relative Markdown link in README.md or docs/ leads to an existing file;
-- "notebook NN" (also "notebooks 09-10", "notebooks 02 and 05") names a notebook of notebooks/src;
+- "notebook NN" (also "notebooks 10-11", "notebooks 02 and 05") names a notebook of notebooks/src;
 - "exercise NNN", `judge.py NNN`, `judge(NNN`, `show_reference(NNN` name an exercise of the judge's registry;
 - "section N" / "§N" in a notebook names one of its own numbered headings ("## N. ..."), and "section N of
   notebook NN" one of that notebook's; a paper's section ("the PagedAttention paper, section 4.4") is not

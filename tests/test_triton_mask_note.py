@@ -1,4 +1,4 @@
-"""The note of notebook 09 on masks in Triton's interpreter says what this Triton does.
+"""The note of notebook 10 on masks in Triton's interpreter says what this Triton does.
 
 A scalar condition combined with a block of lanes, `(offs < ROW) & (slot >= 0)`, is rejected as a mask by
 Triton 3.9's interpreter ("mask has unsupported dtype"); 3.0's accepts it. Comparing a block,
@@ -27,7 +27,7 @@ VERSION = tuple(int(p) for p in version("triton").split(".")[:2])
 
 def test_a_scalar_condition_in_a_mask_is_rejected_from_3_9_on_and_stores_right_where_accepted():
     if VERSION >= (3, 9):
-        assert interpreter_rejects_a_scalar_in_a_mask(), "update the note of notebook 09 and this test"
+        assert interpreter_rejects_a_scalar_in_a_mask(), "update the note of notebook 10 and this test"
         with pytest.raises(Exception, match=SCALAR_MASK_ERROR) as caught:
             run(scalar_and_lanes)
         assert "return early for slot < 0" in describe_exception(caught.value)["hint"]

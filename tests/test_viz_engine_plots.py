@@ -1,4 +1,4 @@
-"""Notebook 13's engine pictures: engine statistics, the pool frame by frame."""
+"""Notebook 14's engine pictures: engine statistics, the pool frame by frame."""
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,4 @@
-"""Notebook 12's pictures and its fp8-vs-bf16 speed table, on a synthetic results file."""
+"""Notebook 13's pictures and its fp8-vs-bf16 speed table, on a synthetic results file."""
 from __future__ import annotations
 
 import json

@@ -1,4 +1,4 @@
-"""The pictures of notebooks 10 and 11: how the decode kernel cuts work into pieces, and which tiles the
+"""The pictures of notebooks 11 and 12: how the decode kernel cuts work into pieces, and which tiles the
 prefill kernel visits, checked against a per-(query, key) and per-token count."""
 import random
 

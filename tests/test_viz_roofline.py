@@ -1,4 +1,4 @@
-"""The GPU figures of notebooks 09, 10 and 11: stored H200 results as tables and roofline pictures."""
+"""The GPU figures of notebooks 10, 11 and 12: stored H200 results as tables and roofline pictures."""
 from __future__ import annotations
 
 import math

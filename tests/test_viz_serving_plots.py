@@ -1,4 +1,4 @@
-"""Notebook 13's serving pictures: the explorer's controls redraw text and picture to what the simulation
+"""Notebook 14's serving pictures: the explorer's controls redraw text and picture to what the simulation
 computes; fp8 doubles the slots of a budget in GiB; the sweep and the latency curves draw their numbers."""
 from __future__ import annotations
 

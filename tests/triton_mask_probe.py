@@ -1,5 +1,5 @@
 """Two tiny store kernels that differ only in how they skip slot -1, and a probe of which of them this
-Triton's interpreter runs. Shared by test_triton_mask_note.py (the note of notebook 09) and
+Triton's interpreter runs. Shared by test_triton_mask_note.py (the note of notebook 10) and
 test_judge_plants.py (the plant of exercise 130 that folds the -1 test into the mask).
 
 No `from __future__ import annotations` here: triton < 3.4 needs real `tl.constexpr` annotations.

@@ -108,9 +108,9 @@ print(describe_environment())
 #   opens this notebook; `make test` runs every test. By hand: `pip install torch`, then
 #   `pip install -e ".[dev]"` and `jupyter lab`.
 # - **Colab.** Open a notebook from GitHub (File > Open notebook > GitHub). Its first code cell notices Colab,
-#   clones the repository and installs it; run it first. Pick a GPU runtime for notebooks 09 to 12.
+#   clones the repository and installs it; run it first. Pick a GPU runtime for notebooks 10 to 13.
 # - **CPU or GPU.** Every notebook runs on a CPU, and every stored output was produced on one. The Triton
-#   kernels (notebooks 09-12, exercises 130, 131 and 133) then run in Triton's interpreter
+#   kernels (notebooks 10-13, exercises 130, 131 and 133) then run in Triton's interpreter
 #   (`TRITON_INTERPRET=1`,
 #   set for you) on small shapes: slow, but the same code and the same answers. On a CUDA GPU they are
 #   compiled and benchmarked for real.

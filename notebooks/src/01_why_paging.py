@@ -74,7 +74,7 @@ print(describe_environment())
 #
 # The four numbers are in a model's `config.json`: `num_hidden_layers`, `num_key_value_heads`, `head_dim` (or
 # `hidden_size / num_attention_heads`) and the dtype of the cache: 2 bytes for bf16 or fp16, 1 for fp8
-# (notebook 12). Models with grouped-query attention (GQA) have fewer KV heads than query heads, and a
+# (notebook 13). Models with grouped-query attention (GQA) have fewer KV heads than query heads, and a
 # proportionally smaller cache. OPT-13B is the model the PagedAttention paper measured (section 9).
 
 # %%
@@ -398,7 +398,7 @@ policies.widget
 # **Against the paper.** The paper's Fig. 2 (p. 2) was measured while serving, in that memory of OPT-13B. Its
 # caption only says "the experiment in §6.2"; the numbers point to ShareGPT: Orca (Max)'s 8.9% external is
 # exactly the 1,392 slots left when seven 2,048-slot chunks fill 15,728. The course runs the same experiment
-# in its serving simulation (notebook 13 shows it step by step): the four policies on 10,000 requests drawn
+# in its serving simulation (notebook 14 shows it step by step): the four policies on 10,000 requests drawn
 # like ShareGPT, all queued at step 0, and Fig. 2's four shares of the KV memory over the whole run. The
 # course's bars are on top, the paper's under them (vLLM's rest, 3.7%, is not split in the paper).
 
@@ -483,7 +483,7 @@ result = judge(121, globals())
 #   PagedAttention", SOSP 2023): token states fill 20.4-38.2% of the KV memory under the three Orca variants
 #   and 96.3% under vLLM (Fig. 2, p. 2).
 # - **FP8 KV caches** (vLLM's `--kv-cache-dtype fp8`) store one byte per element plus a scale per tensor,
-#   halving the bytes per token; notebook 12 builds one.
+#   halving the bytes per token; notebook 13 builds one.
 #
 # ## Say it in the interview
 #

@@ -139,7 +139,7 @@ for bs in (4, 16, 256):
 
 # %% [markdown]
 # It agrees with SDPA at every block size, although most of each cache is NaN: it never reads a row outside a
-# sequence's context. Exercise 125 and the Triton kernel of notebook 10 are graded against it.
+# sequence's context. Exercise 125 and the Triton kernel of notebook 11 are graded against it.
 #
 # ## 5. The two classic bugs, by their symptoms
 #
@@ -224,7 +224,7 @@ for bs in (1, 16, 256):
 
 # %% [markdown]
 # Paging costs nothing in bytes: a good paged kernel reaches the same bandwidth as one on contiguous memory.
-# Notebook 10 writes such a kernel in Triton and measures it against this bound.
+# Notebook 11 writes such a kernel in Triton and measures it against this bound.
 #
 # ## Exercises
 #

@@ -1,4 +1,4 @@
-"""A mini serving engine on the paged KV cache (notebook 13, exercise 132), in nano-vllm's shape.
+"""A mini serving engine on the paged KV cache (notebook 14, exercise 132), in nano-vllm's shape.
 
     config.py        ModelConfig, EngineConfig
     layers.py        RMSNorm, RotaryEmbedding, Qwen3MLP

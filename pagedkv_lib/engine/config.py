@@ -7,7 +7,7 @@ default (4 layers, hidden 256, 8 query heads, 2 KV heads, vocab 512) that runs o
 reference attention has no FlashAttention constraint). Every check says what was expected and what was given.
 
 The KV cache's dtype follows vLLM's `kv_cache_dtype`: "auto" stores K/V in the model's dtype; "fp8" (or its
-alias "fp8_e4m3") stores float8 e4m3 bytes with one scale per tensor and layer (notebook 12). The scales are
+alias "fp8_e4m3") stores float8 e4m3 bytes with one scale per tensor and layer (notebook 13). The scales are
 1.0 (vLLM's default) unless `calculate_kv_scales`, which sets each layer's once, from the K/V of the first
 forward (amax / 200 for keys, amax / 100 for values, vLLM's constants), and never changes them afterwards.
 vLLM's "fp8_e5m2" is refused: the course's kernels read e4m3 only.

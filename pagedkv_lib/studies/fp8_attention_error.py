@@ -1,4 +1,4 @@
-"""How much an FP8 KV cache changes attention, measured against an fp64 reference (notebook 12).
+"""How much an FP8 KV cache changes attention, measured against an fp64 reference (notebook 13).
 
 Shapes: docs/conventions.md.
 One decode batch, built once in float32 (the "true" K/V), is written three ways into a paged cache with the

@@ -1,4 +1,4 @@
-"""Does an FP8 KV cache change what the mini engine generates? Greedy tokens, bf16 cache vs fp8 (notebook 12).
+"""Does an FP8 KV cache change what the mini engine generates? Greedy tokens, bf16 cache vs fp8 (notebook 13).
 
 The same bf16 model (random weights, `ModelConfig(dtype=bfloat16)`) generates greedily for a fixed prompt set
 twice: with a bf16 cache and with an fp8 cache. Two measures:

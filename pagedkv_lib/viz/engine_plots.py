@@ -1,4 +1,4 @@
-"""Notebook 13's pictures of the mini engine: its steps and its block pool over time.
+"""Notebook 14's pictures of the mini engine: its steps and its block pool over time.
 
     plot_engine_stats(stats, fig=None)       batch size, prefix-cache hits and preemptions, step by step
     engine_frames(llm)                       run an LLMEngine to the end, one block-map Frame per step

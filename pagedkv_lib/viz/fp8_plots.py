@@ -1,4 +1,4 @@
-"""The pictures and tables of notebook 12 (FP8 KV cache): e4m3's grid, the accuracy study, the H200 speed.
+"""The pictures and tables of notebook 13 (FP8 KV cache): e4m3's grid, the accuracy study, the H200 speed.
 
 The speed table reads a JSON that a GPU run writes into benchmarks/results/ (default name FP8_RESULT).
 Its schema (every time a median per call, every byte count per call):

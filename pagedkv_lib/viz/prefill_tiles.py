@@ -1,4 +1,4 @@
-"""Pictures of paged prefill attention (notebook 11): the causal offset of a chunk, and the tiles a prefill
+"""Pictures of paged prefill attention (notebook 12): the causal offset of a chunk, and the tiles a prefill
 kernel visits.
 
 Shapes: docs/conventions.md. A sequence's q_len new tokens are the LAST of its seq_len-token context, so

@@ -1,4 +1,4 @@
-"""The GPU figures of notebooks 09, 10 and 11: benchmark results as tables and roofline pictures.
+"""The GPU figures of notebooks 10, 11 and 12: benchmark results as tables and roofline pictures.
 
 A decode step and a cache write are bound by memory bandwidth, so each method at each shape is one point
 (bytes moved, time) against the line time = bytes / copy bandwidth, the copy measured in the same run
@@ -6,7 +6,7 @@ A decode step and a cache write are bound by memory bandwidth, so each method at
 roofline: FLOP/s against FLOPs per byte, under min(matmul peak, intensity x copy bandwidth).
 Reads what the scripts in benchmarks/ write (by default the stored results in benchmarks/results/):
 `decode_h200.json` (the first decode benchmark: v1, v2 and older baselines), `bench_decode.json` and
-`bench_prefill.json` (the kernels of notebooks 10 and 11 against every SDPA backend),
+`bench_prefill.json` (the kernels of notebooks 11 and 12 against every SDPA backend),
 `store_kvcache_h200.json`.
 Every figure is reported as a fraction of an anchor measured in the same run. Shapes: docs/conventions.md.
 """

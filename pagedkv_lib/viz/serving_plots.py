@@ -1,4 +1,4 @@
-"""Notebook 13's pictures of the serving simulation: paging against the paper's three reservations.
+"""Notebook 14's pictures of the serving simulation: paging against the paper's three reservations.
 
     draw_serving(ax_run, ax_mem, results)        running requests and KV slots over time, a colour per policy
     serving_legend_html(policies)                the same legend as HTML, for a widget's text line

@@ -1,4 +1,4 @@
-"""How the paged decode kernel cuts a batch into programs (notebook 10): tokens per program for v1, v2, v3.
+"""How the paged decode kernel cuts a batch into programs (notebook 11): tokens per program for v1, v2, v3.
 
 Shapes: docs/conventions.md. Every version runs each piece of work once per KV head (H_kv programs per
 piece), so the balance between pieces is what the pictures show. The kernel is done when its busiest program

@@ -2,7 +2,7 @@
 # # 11 · Triton: paged prefill attention
 #
 # Notebook 05 computed one step of a mixed batch (decodes, full prefills, chunks of prefills) in PyTorch,
-# sequence by sequence. Notebook 10 wrote decode as a Triton kernel. Prefill needs its own kernel: each
+# sequence by sequence. Notebook 11 wrote decode as a Triton kernel. Prefill needs its own kernel: each
 # sequence brings many queries, and the causal mask is no longer a single row. After this notebook you can
 # say how a paged prefill kernel tiles its work over (query block, KV head), why the mask of a chunk is
 # aligned to the bottom right, which key tiles a query tile never loads, how a program finds its sequence in
@@ -114,7 +114,7 @@ print("keys seen by each query, bottom right:", right.sum(1).tolist(), " top lef
 # with the G query heads of one KV head (GQA packed into the rows, as vLLM's unified kernel does). It loads
 # its `[BLOCK_M, D]` block of q once, then walks the sequence's keys in tiles of `BLOCK_N`: look up each key's
 # block in the table, load the `[BLOCK_N, D]` K and V rows of its KV head, one `tl.dot` for the scores, the
-# online softmax of notebook 10 per row, one `tl.dot` for the values. The rows are token-major:
+# online softmax of notebook 11 per row, one `tl.dot` for the values. The rows are token-major:
 
 # %%
 G, BLOCK_M = 4, 16  # H = 8 query heads over H_kv = 2 KV heads; a small tile
@@ -169,7 +169,7 @@ for tile in range(num_tiles):
 # The library's kernel (`pagedkv_lib.kernels.triton_prefill_attention`) against SDPA in float64 on the
 # contiguous K/V that `make_paged_batch` scattered into a NaN-filled cache, on mixed batches (decode rows
 # beside full prefills and chunks), at block sizes 1, 4 and 16, with and without GQA, in fp32 and bf16; and
-# its decode rows against the decode kernel of notebook 10.
+# its decode rows against the decode kernel of notebook 11.
 
 # %%
 from pagedkv_lib.viz.attention_plots import error_order
@@ -340,7 +340,7 @@ if show_reference(133):
 # - **FlashInfer** `BatchPrefillWithPagedKVCacheWrapper`: the same CSR page table as its decode, a `plan()`
 #   on the host that splits the work, then `run()`.
 # - **SGLang** splits a chunk's attention into the cached prefix and the new tokens ("extend") and merges
-#   the two partial softmaxes, the merge of notebook 10's split-KV.
+#   the two partial softmaxes, the merge of notebook 11's split-KV.
 #
 # ## Say it in the interview
 #
