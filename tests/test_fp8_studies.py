@@ -1,8 +1,9 @@
 """The FP8 accuracy studies of notebook 13: attention error against fp64, the scale's role, per-head scales,
-and greedy agreement of the mini engine with an fp8 cache vs a bf16 one."""
+and greedy agreement of the mini engine with bf16 and fp8 caches against an exact one."""
 from __future__ import annotations
 
 import pytest
+import torch
 
 from pagedkv_lib.studies import fp8_attention_error as fe
 from pagedkv_lib.studies import fp8_greedy_agreement as ga
@@ -41,12 +42,25 @@ def test_per_head_scales_only_pay_once_heads_differ_by_about_ten_thousand():
     assert rows[1e5]["per_tensor_rel_err"] > 5 * rows[1e5]["per_head_rel_err"]
 
 
-def test_greedy_agreement_reports_consistent_counts_and_bf16_reproduces_its_own_tokens():
+def test_greedy_agreement_reports_consistent_counts_and_the_reference_reproduces_its_own_tokens():
     prompts = ga.prompt_set(num_prompts=4, seed=1)
     result = ga.greedy_agreement(prompts, max_tokens=8)
-    assert result.teacher_forced["bf16"] == 1.0           # one prefill reproduces the decode steps' tokens
-    assert 0.0 < result.teacher_forced["fp8"] <= 1.0
-    assert result.identical == sum(d is None for d in result.first_divergence)
+    assert result.teacher_forced["float64"] == 1.0        # one prefill reproduces the decode steps' tokens
+    assert result.flips["float64"] == []
+    for cache in ga.CACHES[1:]:
+        assert 0.0 < result.teacher_forced[cache] <= 1.0
+        assert result.identical[cache] == sum(d is None for d in result.first_divergence[cache])
+        assert all(0 <= f.step < 8 and f.reference_token != f.token for f in result.flips[cache])
+        assert len(result.flips[cache]) == round((1 - result.teacher_forced[cache]) * 32)
     assert len(result.margins) == 4 * 8 and min(result.margins) >= 0
-    assert all(0 <= f.step < 8 and f.bf16_token != f.fp8_token for f in result.flips)
-    assert len(result.flips) == round((1 - result.teacher_forced["fp8"]) * 32)
+
+
+def test_the_bf16_store_rounds_what_the_cache_holds_and_nothing_else():
+    runner = ga.model_runner("bf16")
+    H_kv, D = runner.config.model.num_key_value_heads, runner.config.model.head_dim
+    k = torch.full((2, H_kv, D), 1.0 + 2.0**-12, dtype=torch.float64)                # [T, H_kv, D]
+    k_cache, v_cache = runner.kv_cache[0, 0], runner.kv_cache[1, 0]                   # [N, S, H_kv, D] f64
+    layer = runner.attention_layers[0]
+    layer.kernels.store_kvcache(k, 3 * k, k_cache, v_cache, torch.tensor([0, 5], dtype=torch.int32))
+    assert k_cache.dtype == torch.float64
+    assert k_cache[0, 0].eq(1.0).all() and v_cache[0, 5].eq(3.0).all()              # bf16 has 8 bits

@@ -74,6 +74,8 @@ def test_figures_draw_one_line_per_cache_and_the_whole_grid():
     assert len(fig.axes[0].lines) == len(fp8_plots.CACHES)
     fig = fp8_plots.e4m3_grid_figure([2.0**-9 * k for k in range(1, 8)] + [448.0])
     assert len(fig.axes[0].collections[0].get_segments()) == 8
-    result = GreedyAgreement(1, 2, 0, [0], {"bf16": 1.0, "fp8": 0.5}, [Flip(0, 0, 1, 2, 0.1)], [0.1, 0.9])
+    result = GreedyAgreement(1, 2, {"bf16": 1, "fp8": 0}, {"bf16": [None], "fp8": [0]},
+                             {"float64": 1.0, "bf16": 1.0, "fp8": 0.5},
+                             {"float64": [], "bf16": [], "fp8": [Flip(0, 0, 1, 2, 0.1)]}, [0.1, 0.9])
     fig = fp8_plots.margin_figure(result)
-    assert len(fig.axes[0].patches) == 60                          # two histograms of 30 bins
+    assert len(fig.axes[0].patches) == 90                          # three histograms of 30 bins

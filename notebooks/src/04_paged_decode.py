@@ -126,6 +126,8 @@ print("repeat (wrong)   :", torch.arange(H_kv).repeat(group).tolist())
 # 130), two padding columns on every table row, and block sizes 4, 16 and 256.
 
 # %%
+from pagedkv_lib.viz.attention_plots import error_order
+
 seq_lens = [37, 5, 20, 1, 130]
 for bs in (4, 16, 256):
     batch = pk.make_paged_batch(seq_lens, block_size=bs, num_heads=8, num_kv_heads=2, head_dim=64, seed=bs,
@@ -135,7 +137,7 @@ for bs in (4, 16, 256):
     err = (pk.paged_attention_decode(*args).double() - reference).abs().max().item()
     assert err < 1e-5
     print(f"block size {bs:3d}: tables {tuple(batch.block_tables.shape)}, cache "
-          f"{tuple(batch.k_cache.shape)}, max error against SDPA (float32 inputs): {err:.0e}")
+          f"{tuple(batch.k_cache.shape)}, max error against SDPA (float32 inputs): {error_order(err)}")
 
 # %% [markdown]
 # It agrees with SDPA at every block size, although most of each cache is NaN: it never reads a row outside a
@@ -206,14 +208,21 @@ read_explorer.widget
 # %% [markdown]
 # ## 7. What a decode step costs
 #
-# A decode step does about 2 FLOPs per K/V element it reads (a dot product with the query, a weighted sum
-# into the output), far too few to keep a GPU busy: it is bound by memory bandwidth. So the number to know is
-# the bytes read, and the best possible time is bytes / bandwidth. For a Llama-3-8B-like layer (8 KV heads,
-# head_dim 128, bf16) and a batch of 64 sequences of 4,096 tokens:
+# Count the arithmetic per byte read. A query head uses each K/V element of its context once, in a
+# multiply-add (2 FLOPs): `q . k` for a key, `p * v` into the output for a value. A KV head is read by its G
+# query heads, so decode does **2G FLOPs per K/V element, 2G / (bytes per element) FLOPs per byte**: with the
+# GQA of Llama-3-8B (32 query heads over 8 KV heads, G = 4) in bf16, 4 FLOPs per byte. A GPU's arithmetic
+# waits for memory below about a hundred FLOPs per byte (notebook 12 draws the roofline): decode is bound by
+# memory bandwidth. So the number to know is the bytes read, and the best possible time is bytes / bandwidth.
+# For a Llama-3-8B-like layer (32 query heads, 8 KV heads, head_dim 128, bf16) and a batch of 64 sequences of
+# 4,096 tokens:
 
 # %%
-H_kv, D, dtype_bytes = 8, 128, 2
+H, H_kv, D, dtype_bytes = 32, 8, 128, 2
 per_token = 2 * H_kv * D * dtype_bytes  # K and V of one token in one layer
+flops_per_token = 2 * 2 * H * D  # q . k and p * v: one multiply-add per element and query head
+print(f"{flops_per_token / (2 * H_kv * D):.0f} FLOPs per K/V element, "
+      f"{flops_per_token / per_token:.0f} FLOPs per byte")
 B, context = 64, 4096
 total = B * context * per_token
 print(f"{per_token:,} B per token per layer; {B} x {context} tokens: {total / 1e9:.2f} GB per layer per step")

@@ -1,15 +1,22 @@
-"""Does an FP8 KV cache change what the mini engine generates? Greedy tokens, bf16 cache vs fp8 (notebook 13).
+"""Does a bf16 or an FP8 KV cache change what the mini engine generates? Greedy tokens (notebook 13).
 
-The same bf16 model (random weights, `ModelConfig(dtype=bfloat16)`) generates greedily for a fixed prompt set
-twice: with a bf16 cache and with an fp8 cache. Two measures:
+One model (random weights) generates greedily for a fixed prompt set three times, with three caches:
+  - "float64": the cache holds exactly what the model computed (the reference);
+  - "bf16":    every K/V element rounded to bf16 as it is stored (a float64 cache that holds the bf16-rounded
+               values: the same numbers a bf16 cache would give back);
+  - "fp8":     the engine's float8 e4m3 cache, scales 1.0 (vLLM's default).
+The model computes in float64, so that the only rounding that differs between the three runs is the cache's.
+In bf16 arithmetic (what an engine serves) the model's own rounding would add to it, and the bf16 kernels of
+one CPU round differently from another's: the counts would change from machine to machine (they did, by up to
+5 flips in 36). In float64 the arithmetic differs between CPUs only in the last bits, far below the smallest
+top-2 margin here; the counts are the same under every instruction set and thread count the tests simulate.
+Two measures, each cache against the reference:
   - free running: how many completions are identical, and at which step each first diverges (after the
     first difference the two continue from different contexts, so later positions are not compared);
-  - teacher forced: every bf16 completion is fed back as ONE prefill through each cache, and at every
-    position we ask whether the model's argmax is the bf16 token. This is agreement per step, without
-    compounding. The bf16 cache's own score is below 100% too: a prefill batches the projections
-    differently from the decode steps that made the tokens, and bf16 rounds differently; that is the
-    floor the fp8 figure is measured against.
-At every position the bf16 logits' top-2 margin says how close the choice was: steps that flip under fp8
+  - teacher forced: every reference completion is fed back as ONE prefill through each cache, and at every
+    position we ask whether the argmax is the reference's token. This is agreement per step, without
+    compounding. The reference cache scores 100%: a prefill reproduces the tokens its decode steps chose.
+At every position the reference logits' top-2 margin says how close the choice was: steps that a cache flips
 should be near-ties. A random model's logits are flat (margins small), so it flips more easily than a
 trained model would; the study shows the mechanism, not a trained model's figure.
 """
@@ -26,25 +33,28 @@ from pagedkv_lib.engine.llm_engine import LLM
 from pagedkv_lib.engine.model_runner import ModelRunner
 from pagedkv_lib.engine.sampler import SamplingParams
 
+MODEL_DTYPE = torch.float64
+CACHES = ("float64", "bf16", "fp8")     # the first is the reference
+
 
 @dataclass(frozen=True)
 class Flip:
     prompt: int          # index into the prompt set
     step: int            # completion position
-    bf16_token: int
-    fp8_token: int
-    margin: float        # bf16 logits: top-1 minus top-2 at that step
+    reference_token: int
+    token: int           # the cache's argmax
+    margin: float        # reference logits: top-1 minus top-2 at that step
 
 
 @dataclass(frozen=True)
 class GreedyAgreement:
     num_prompts: int
     max_tokens: int
-    identical: int                # free-running completions equal token for token
-    first_divergence: list        # per prompt: the first differing step, or None
-    teacher_forced: dict          # "bf16", "fp8" -> fraction of steps whose argmax is the bf16 run's token
-    flips: list                   # a Flip per teacher-forced step where fp8's argmax differs from bf16's
-    margins: list                 # bf16 top-2 margin of every step (all prompts, in order)
+    identical: dict               # cache -> free-running completions equal to the reference token for token
+    first_divergence: dict        # cache -> per prompt: the first step that differs, or None
+    teacher_forced: dict          # cache -> fraction of steps whose argmax is the reference's token
+    flips: dict                   # cache -> a Flip per teacher-forced step whose argmax differs
+    margins: list                 # reference top-2 margin of every step (all prompts, in order)
 
     @property
     def median_margin(self) -> float:
@@ -58,19 +68,47 @@ def prompt_set(num_prompts: int = 12, min_len: int = 8, max_len: int = 40, vocab
     return [[rng.randrange(vocab) for _ in range(rng.randint(min_len, max_len))] for _ in range(num_prompts)]
 
 
-def engine_config(kv_cache_dtype: str, calculate_kv_scales: bool = False) -> EngineConfig:
-    return EngineConfig(model=ModelConfig(dtype=torch.bfloat16), num_kvcache_blocks=96, block_size=16,
-                        kv_cache_dtype=kv_cache_dtype, calculate_kv_scales=calculate_kv_scales)
+def engine_config(cache: str, block_size: int = 16) -> EngineConfig:
+    """The float64 model with the engine's cache for `cache` (one of CACHES; "bf16" is a float64 cache that
+    `round_stores_to_bf16` makes hold bf16 values)."""
+    return EngineConfig(model=ModelConfig(dtype=MODEL_DTYPE), num_kvcache_blocks=96, block_size=block_size,
+                        kv_cache_dtype="fp8" if cache == "fp8" else "auto")
+
+
+def round_stores_to_bf16(runner: ModelRunner) -> None:
+    """Make every layer of `runner` round K and V to bf16 before storing them (the cache keeps its dtype)."""
+    for attn in runner.attention_layers:
+        store = attn.kernels.store_kvcache
+
+        def rounded(key, value, *args, _store=store, **kwargs):
+            return _store(key.bfloat16().to(key.dtype), value.bfloat16().to(value.dtype), *args, **kwargs)
+
+        attn.kernels = replace(attn.kernels, store_kvcache=rounded)
+
+
+def model_runner(cache: str, block_size: int = 16) -> ModelRunner:
+    runner = ModelRunner(engine_config(cache, block_size))
+    if cache == "bf16":
+        round_stores_to_bf16(runner)
+    return runner
+
+
+def generate(cache: str, prompts, max_tokens: int, block_size: int = 16) -> list[list[int]]:
+    """Greedy completions through the engine with `cache`."""
+    llm = LLM(engine_config(cache, block_size))
+    if cache == "bf16":
+        round_stores_to_bf16(llm.model_runner)
+    params = SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True)
+    return llm.generate(prompts, params, use_tqdm=False)
 
 
 @torch.inference_mode()
-def teacher_forced_logits(config: EngineConfig, prompts, completions) -> list[torch.Tensor]:
+def teacher_forced_logits(runner: ModelRunner, prompts, completions) -> list[torch.Tensor]:
     """Each prompt + completion as one prefill through a fresh cache: logits [n, V] that predict the n
     completion tokens (positions len(prompt) - 1 .. end - 2)."""
-    runner = ModelRunner(config)
     seqs, next_block = [], 0
     for i, (p, c) in enumerate(zip(prompts, completions, strict=True)):
-        seq = Sequence(p + c[:-1], config.block_size, seq_id=i)      # c[-1] predicts nothing we check
+        seq = Sequence(p + c[:-1], runner.config.block_size, seq_id=i)   # c[-1] predicts nothing we check
         seq.block_table = list(range(next_block, next_block + seq.num_blocks))
         next_block += seq.num_blocks
         seqs.append(seq)
@@ -81,26 +119,23 @@ def teacher_forced_logits(config: EngineConfig, prompts, completions) -> list[to
     return [logits[cu[i] + len(p) - 1 : cu[i + 1]] for i, p in enumerate(prompts)]      # [n_i, V] each
 
 
-def greedy_agreement(prompts: list[list[int]], max_tokens: int = 24, *, calculate_kv_scales: bool = False,
+def greedy_agreement(prompts: list[list[int]], max_tokens: int = 24, *,
                      block_size: int = 16) -> GreedyAgreement:
-    """bf16 cache vs fp8 cache on the same bf16 model and prompts (see the module docstring)."""
-    configs = {"bf16": replace(engine_config("auto"), block_size=block_size),
-               "fp8": replace(engine_config("fp8", calculate_kv_scales), block_size=block_size)}
-    params = SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True)
-    runs = {name: LLM(cfg).generate(prompts, params, use_tqdm=False) for name, cfg in configs.items()}
-    first = [next((i for i, (a, b) in enumerate(zip(x, y)) if a != b), None)
-             for x, y in zip(runs["bf16"], runs["fp8"])]
-    reference = runs["bf16"]
-    logits = {name: teacher_forced_logits(cfg, prompts, reference) for name, cfg in configs.items()}
-    agree, flips, margins = {}, [], []                                                 # margins: [n] each
-    for name, per_prompt in logits.items():
-        hits = [lg.argmax(-1) == torch.tensor(c) for lg, c in zip(per_prompt, reference)]
-        agree[name] = float(torch.cat(hits).float().mean())
-    for i, (lb, lf) in enumerate(zip(logits["bf16"], logits["fp8"])):
-        top2 = lb.topk(2, dim=-1).values                                               # [n, 2]
-        margin = top2[:, 0] - top2[:, 1]                                               # [n]
-        margins.append(margin)
-        for step in (lf.argmax(-1) != lb.argmax(-1)).nonzero().flatten().tolist():
-            flips.append(Flip(i, step, int(lb[step].argmax()), int(lf[step].argmax()), float(margin[step])))
-    return GreedyAgreement(len(prompts), max_tokens, sum(d is None for d in first), first, agree, flips,
-                           torch.cat(margins).tolist())
+    """Each cache of CACHES against the first, on the same float64 model and prompts (module docstring)."""
+    runs = {cache: generate(cache, prompts, max_tokens, block_size) for cache in CACHES}
+    reference = runs[CACHES[0]]
+    first = {cache: [next((i for i, (a, b) in enumerate(zip(x, y)) if a != b), None)
+                     for x, y in zip(reference, runs[cache])] for cache in CACHES[1:]}
+    logits = {cache: teacher_forced_logits(model_runner(cache, block_size), prompts, reference)
+              for cache in CACHES}
+    top2 = [lg.topk(2, dim=-1).values for lg in logits[CACHES[0]]]                    # [n, 2] each
+    margins = [t[:, 0] - t[:, 1] for t in top2]                                        # [n] each
+    agree, flips = {}, {}
+    for cache, per_prompt in logits.items():
+        hits = [lg.argmax(-1) == torch.tensor(c) for lg, c in zip(per_prompt, reference)]   # [n] each
+        agree[cache] = float(torch.cat(hits).double().mean())
+        flips[cache] = [Flip(i, step, reference[i][step], int(lg[step].argmax()), float(margins[i][step]))
+                        for i, (lg, hit) in enumerate(zip(per_prompt, hits))
+                        for step in (~hit).nonzero().flatten().tolist()]
+    return GreedyAgreement(len(prompts), max_tokens, {c: sum(d is None for d in f) for c, f in first.items()},
+                           first, agree, flips, torch.cat(margins).tolist())

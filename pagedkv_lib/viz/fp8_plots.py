@@ -82,15 +82,18 @@ def error_vs_magnitude_figure(rows: list[dict], ax=None) -> Figure:
 
 
 def margin_figure(agreement, ax=None) -> Figure:
-    """Histogram of the bf16 top-2 logit margin over every step, and at the steps fp8 flipped."""
+    """Histogram of the reference's top-2 logit margin over every step, and at the steps each rounding
+    cache (bf16, fp8) picked another token."""
     if ax is None:
         ax = Figure(figsize=(7.5, 3.2), dpi=80).add_subplot()
-    flips = [f.margin for f in agreement.flips]
     top = max(agreement.margins, default=1.0)
     bins = [top * i / 30 for i in range(31)]
-    ax.hist(agreement.margins, bins=bins, color="0.7", label=f"every step ({len(agreement.margins)})")
-    ax.hist(flips, bins=bins, color="tab:red", label=f"steps where fp8 picks another token ({len(flips)})")
-    ax.set_xlabel("bf16 logits: top-1 minus top-2")
+    ax.hist(agreement.margins, bins=bins, color="0.75", label=f"every step ({len(agreement.margins)})")
+    for cache, color in (("fp8", "tab:red"), ("bf16", "tab:blue")):
+        flips = [f.margin for f in agreement.flips.get(cache, [])]
+        ax.hist(flips, bins=bins, color=color, alpha=0.85,
+                label=f"steps where the {cache} cache picks another token ({len(flips)})")
+    ax.set_xlabel("reference logits (float64 cache): top-1 minus top-2")
     ax.set_ylabel("steps")
     ax.legend(fontsize=8)
     return ax.figure
