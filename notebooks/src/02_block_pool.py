@@ -188,7 +188,7 @@ except ValueError as err:
 # %% [markdown]
 # ## 5. Choosing the block size
 #
-# Four things move with it, in opposite directions:
+# Five things move with it, in opposite directions:
 #
 # - **Internal fragmentation** grows: about `(block_size - 1) / 2` wasted slots per request (notebook 01).
 # - **Table length** shrinks: `ceil(context / block_size)` entries per request, each an int32 the kernel loads
@@ -236,6 +236,10 @@ for bs in (1, 16, 64, 256):
 #    `kv_page_indices` and `kv_last_page_len` with `0 < last_page_len <= page_size`, for any `page_size`.
 # 6. `sgl-project/sglang`, `page_size` in `python/sglang/srt/server_args.py`: one token per page unless a
 #    backend needs more, so its radix tree shares prefixes token by token.
+#
+# You will read that "FlashAttention's paged KV cache needs a block size that is a multiple of 16". That is
+# true of vLLM's fork only [2]. Upstream FlashAttention-2 checks a multiple of 256 [1] (which is why
+# nano-vllm's blocks hold 256 tokens), and FlashAttention-3 takes any size [3].
 #
 # A block size of 1 is the extreme: no internal fragmentation and prefix sharing to the token, at the cost of
 # one table entry per token. It works for FlashInfer because it prefetches page indices into shared memory;

@@ -1,11 +1,12 @@
 # %% [markdown]
-# # 09 · Triton: `store_kvcache`
+# # 10 · Triton: `store_kvcache`
 #
 # Notebook 03 wrote this step's keys and values into the paged cache with one PyTorch indexing call. Engines
 # do it with a small Triton kernel (nano-vllm's `store_kvcache_kernel`, vLLM's `reshape_and_cache_flash` in
-# CUDA). After this notebook you can write that kernel: say what each program owns, what it reads and writes,
-# compute its addresses from strides, mask a row whose length is not a power of two, skip the padding slot -1,
-# check it against the PyTorch version, and say how fast it can possibly be.
+# CUDA). Notebook 09 taught the pieces (programs and the grid, masks, strides, puzzle 1's masked row copy by
+# an index); here they make one kernel. After this notebook you can write it: say what each program owns,
+# what it reads and writes, compute its addresses from strides, mask a row whose length is not a power of
+# two, skip the padding slot -1, check it against the PyTorch version, and say how fast it can possibly be.
 
 # %%
 import sys
@@ -55,8 +56,9 @@ print(describe_environment())
 #    lane neither loads nor stores (without it, it would write the first number of the next slot's row).
 # 4. It writes row -1: the `ROW` elements just before `k_cache`, memory that belongs to something else (in
 #    PyTorch, index -1 would instead overwrite the cache's LAST row). Padded batches (CUDA graphs) use -1.
-# 5. K and V, each read once and written once: `2 x 2 x 32768 x 8 x 128 x 2 B = 268 MB` (plus 128 KB of
-#    slots), so at least 268e6 / 4.27e12 s = 63 us. The H200 measured 69.6 us (section 6).
+# 5. K and V, each read once and written once: `2 x 2 x 32768 x 8 x 128 x 2 B = 268.4 MB`, plus 4 bytes of
+#    slot per token: 268.6 MB in all. The floor is 268.6 MB / 4.27 TB/s = 63 us; the H200 measured 69.6 us
+#    (section 6).
 #
 # </details>
 
@@ -99,7 +101,8 @@ import pagedkv_lib as pk
 # ## 2. A first kernel
 #
 # This is nano-vllm's kernel, almost word for word. It assumes what nano-vllm's launcher asserts: each token's
-# row is contiguous and rows are `ROW` apart, and `ROW` is a power of two. `tl.arange(0, ROW)` is a vector of
+# row is contiguous and rows are `ROW` apart, and `ROW` is a power of two, so it needs no mask (notebook 09's
+# masks come back in section 4, where those assumptions fail). `tl.arange(0, ROW)` is a vector of
 # offsets `[0, 1, ..., ROW-1]`, so one `tl.load` reads a whole row and one `tl.store` writes it.
 
 # %%
@@ -284,18 +287,18 @@ for bs in (4, 16, 256):
 # in the same run. On an H200 (bf16, 8 KV heads of 128, key/value as views into qkv, block size 16):
 
 # %%
-from pagedkv_lib.viz import roofline
+from pagedkv_lib.viz import bench_findings, roofline
 
 stored = roofline.load_results("store_kvcache_h200.json")
 print(roofline.store_table(stored))
+print(bench_findings.store_findings(stored))
 
 # %% [markdown]
-# Small steps are bound by the launch and the first memory round trip (about 1-3 us whatever the size); only
-# from thousands of tokens on does the kernel approach the copy rate (71% at 4,096 tokens, 90% at 32,768). The
-# PyTorch version (`index_put`) tops out near 20%: it builds index tensors and launches several kernels. In a
-# decode step the store moves one token's K/V per sequence, while attention then reads every token of every
-# context, so the store is the small part. The same data as a roofline: a point on the line would be as fast
-# as a copy.
+# Small steps are bound by the launch and the first memory round trip, whatever their size; only from
+# thousands of tokens on does the kernel approach the copy rate. The PyTorch version (`index_put`) stays far
+# below it: it builds index tensors and launches several kernels. In a decode step the store moves one token's
+# K/V per sequence, while attention then reads every token of every context, so the store is the small part.
+# The same data as a roofline: a point on the line would be as fast as a copy.
 
 # %%
 import matplotlib.pyplot as plt

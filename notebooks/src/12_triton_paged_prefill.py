@@ -1,5 +1,5 @@
 # %% [markdown]
-# # 11 · Triton: paged prefill attention
+# # 12 · Triton: paged prefill attention
 #
 # Notebook 05 computed one step of a mixed batch (decodes, full prefills, chunks of prefills) in PyTorch,
 # sequence by sequence. Notebook 11 wrote decode as a Triton kernel. Prefill needs its own kernel: each
@@ -210,10 +210,11 @@ print("decode rows through the prefill kernel equal the decode kernel's:",
 #                             ~ L x H / (2 (H + H_kv)) = 819 FLOPs per byte at L = 2048
 # ```
 #
-# Decode reads each K/V byte once per step and does four FLOPs with it; prefill reuses every key for
-# thousands of queries. Against the machine's two ceilings, arithmetic (a dense bf16 matmul) and memory (a
-# copy), decode sits far left of the ridge and prefill far right. Below, each shape at the best it can do
-# (the roof at its intensity); with a final run stored, the measured points.
+# Decode reads each K/V byte once per step and does 2G FLOPs per K/V element with it (notebook 04), 4 per byte
+# in bf16 with G = 4; prefill reuses every key for thousands of queries. Against the machine's two ceilings,
+# arithmetic (a dense bf16 matmul) and memory (a copy), decode sits far left of the ridge and prefill far
+# right. Below, each shape at the best it can do (the roof at its intensity); with a final run stored, the
+# measured points.
 
 # %%
 from pagedkv_lib.viz import roofline
@@ -256,19 +257,22 @@ plt.show()
 # (`results/first_run/`, 2026-11-30: its TFLOP/s and matmul anchor are sound).
 
 # %%
+from pagedkv_lib.viz import bench_findings
+
 COLUMNS = ["triton", "sdpa_default", "sdpa_flash", "sdpa_cudnn"]
 stored = prefill_run or roofline.load_results("first_run/bench_prefill.json")
 if prefill_run is None:
     print("No final run stored yet (benchmarks/results/bench_prefill.json). The first run:")
 print(roofline.prefill_table(stored, COLUMNS))
+print(bench_findings.prefill_findings(stored))
+print("\ntargets (benchmarks/results/bench_prefill.txt):")
+print(bench_findings.target_verdicts("bench_prefill.txt") or "none stored")
 
 # %% [markdown]
-# In the first run the kernel reached 274 TFLOP/s on the cold prefill, 67% of SDPA's default dispatch (cuDNN,
-# 407 TFLOP/s), and 303 TFLOP/s on the chunks, as fast as the default dispatch there (which picks FLASH for a
-# lower-right causal mask); the tile sweep found 300 and 336 TFLOP/s (74% and 111%), and the 128 x 128 tile
-# with the best worst case is now the default. Both are 40-50% of a dense matmul (681 TFLOP/s): compute
-# bound, as the roofline says, with the online softmax's exponentials and the masked diagonal tiles taking
-# the rest. `benchmarks/NOTES.md` has every figure.
+# Compute-bound, as the roofline says: the kernel runs well below the dense matmul's rate (the end of each
+# bullet), with the online softmax's exponentials and the masked diagonal tiles taking the rest. The tile
+# sweep of the first run chose the default tile (128 x 128, the best worst case over both shapes);
+# `benchmarks/NOTES.md` has every figure.
 #
 # With a CUDA GPU the next cell runs the benchmark (about a minute) and shows the same table for this GPU;
 # elsewhere it says so.

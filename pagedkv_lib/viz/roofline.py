@@ -8,7 +8,9 @@ Reads what the scripts in benchmarks/ write (by default the stored results in be
 `decode_h200.json` (the first decode benchmark: v1, v2 and older baselines), `bench_decode.json` and
 `bench_prefill.json` (the kernels of notebooks 11 and 12 against every SDPA backend),
 `store_kvcache_h200.json`.
-Every figure is reported as a fraction of an anchor measured in the same run. Shapes: docs/conventions.md.
+Every figure is reported as a fraction of an anchor measured in the same run. The legend takes the corner
+that hides no point, and the shape labels are placed where they overlap no other text (`labels`).
+Shapes: docs/conventions.md.
 """
 from __future__ import annotations
 
@@ -20,6 +22,8 @@ import tempfile
 from pathlib import Path
 
 from matplotlib.figure import Figure
+
+from .labels import OFFSETS, merge_close, place_labels
 
 RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
 MODEL = {"H": 32, "H_kv": 8, "D": 128}  # the benchmarks' model shape, for results that do not record it
@@ -141,12 +145,14 @@ def prefill_table(result: dict, methods=None) -> str:
 
 
 def store_table(result: dict) -> str:
-    """Per token count: bytes moved, then each method's time and fraction of copy."""
+    """Per token count: bytes moved, the floor (bytes / copy), each method's time and fraction of copy."""
     lines = [f"{_device(result)}: copy {result['copy_gbs']:.0f} GB/s (read + write) = 100%",
-             f"{'T':>6} {'MB':>7}" + "".join(f" {m[2]:>16}" for m in STORE_METHODS.values())]
+             f"{'T':>6} {'MB':>7} {'floor us':>8}" + "".join(f" {m[2]:>16}" for m in STORE_METHODS.values())]
     for r in result["tokens"]:
         cells = [_cell(r["methods"].get(n, {})) for n in STORE_METHODS]
-        lines.append(f"{r['T']:>6} {r['bytes'] / 1e6:7.2f}" + "".join(f" {c:>16}" for c in cells))
+        floor = r["bytes"] / (result["copy_gbs"] * 1e3)                              # us
+        lines.append(f"{r['T']:>6} {r['bytes'] / 1e6:7.2f} {floor:8.2f}"
+                     + "".join(f" {c:>16}" for c in cells))
     return "\n".join(lines)
 
 
@@ -171,14 +177,15 @@ def plot_roofline(points: list[dict], copy_gbs: float, methods: dict = DECODE_ME
     for label, marker, group in _marker_groups(points, methods):
         ax.scatter([p["bytes"] for p in group], [p["us"] for p in group], marker=marker, s=36, label=label,
                    alpha=0.85)
-    shapes: dict = {}                                                 # ~bytes -> (bytes, shapes moving them)
-    for p in points:
-        shapes.setdefault(f"{p['bytes']:.2g}", (p["bytes"], []))[1].append(p["shape"])
-    for nbytes, names in shapes.values():
-        ax.annotate(", ".join(dict.fromkeys(names)), (nbytes, nbytes / (copy_gbs * 1e3)), xytext=(4, -12),
-                    textcoords="offset points", fontsize=7, color="0.3")
-    return _log_axes(ax, "bytes moved per call", "time per call (us)",
-                     title or "on the line: as fast as a copy; above it: slower")
+    _log_axes(ax, "bytes moved per call", "time per call (us)",
+              title or "on the line: as fast as a copy; above it: slower")
+    on_line = [(p["bytes"], p["bytes"] / (copy_gbs * 1e3), p["shape"]) for p in sorted(points, key=_by_bytes)]
+    place_labels(ax, merge_close(ax, on_line, sep="\n"), fontsize=7, color="0.3")   # shapes, on the line
+    return ax.figure
+
+
+def _by_bytes(p: dict) -> float:
+    return p["bytes"]
 
 
 def _log_axes(ax, xlabel: str, ylabel: str, title: str) -> Figure:
@@ -189,7 +196,7 @@ def _log_axes(ax, xlabel: str, ylabel: str, title: str) -> Figure:
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=9)
     ax.grid(True, which="major", lw=0.3)
-    ax.legend(fontsize=7, loc="upper left")
+    ax.legend(fontsize=7, loc="best")                                  # the corner that hides no point
     return ax.figure
 
 
@@ -245,8 +252,8 @@ def plot_attention_roofline(points: list[dict], copy_gbs: float, matmul_tflops: 
         if mine:
             ax.scatter([p["intensity"] for p in mine], [p["tflops"] for p in mine], marker=marker, s=50,
                        label=f"{kind} ({what})", alpha=0.85)
-            for p in mine:
-                ax.annotate(p["shape"], (p["intensity"], p["tflops"]), xytext=(4, 3),
-                            textcoords="offset points", fontsize=7, color="0.3")
-    return _log_axes(ax, "arithmetic intensity (FLOPs per byte moved)", "TFLOP/s",
-                     title or "left of the ridge: memory-bound; right: compute-bound")
+    _log_axes(ax, "arithmetic intensity (FLOPs per byte moved)", "TFLOP/s",
+              title or "left of the ridge: memory-bound; right: compute-bound")
+    anchors = [(p["intensity"], p["tflops"], p["shape"]) for p in sorted(points, key=lambda p: -p["tflops"])]
+    place_labels(ax, merge_close(ax, anchors), offsets=((5, 0), (-5, 0)) + OFFSETS, fontsize=7, color="0.3")
+    return ax.figure
