@@ -54,8 +54,8 @@ print(describe_environment())
 # 3. Only the empty end of each request's last block: reservation while the request will still fill it,
 #    internal fragmentation once it never will. At most `block_size - 1 = 15` slots, a last block holding one
 #    token: `15 x 512 KiB = 7.5 MiB` per sequence for LLaMA-2-7B (section 5 computes it for every model). On
-#    average about 7.5 slots, when final lengths fall evenly across a block (7.57 on this notebook's
-#    workload). Any free block fits anywhere, so there is no external fragmentation.
+#    average about 7.5 slots, when final lengths fall evenly across a block (7.6 on this notebook's
+#    workload, section 5). Any free block fits anywhere, so there is no external fragmentation.
 # 4. The free slots are split into holes of fewer than 1,000 slots each; a contiguous range needs one hole
 #    large enough. Paging would take any 63 free blocks of 16.
 # 5. Twice as many: fp8 stores 1 byte per element instead of 2, so a token costs half the bytes. Rounded down
@@ -95,7 +95,9 @@ for m in memory.MODELS.values():
 
 # %% [markdown]
 # Per request, that becomes large fast. A system that reserves room for `max_len = 4096` tokens pays for all
-# of them up front, whatever the request ends up using.
+# of them up front, whatever the request ends up using. Qwen3-0.6B is nano-vllm's default model (its
+# `example.py` and `bench.py` load `~/huggingface/Qwen3-0.6B/`, and its README benchmarks it); nano-vllm's
+# default block holds 256 tokens (`kvcache_block_size` in `nanovllm/config.py`).
 
 # %%
 llama = memory.MODELS["LLaMA-2-7B"].bytes_per_token
@@ -128,6 +130,11 @@ print(f"Qwen3-0.6B, one block of 256 tokens (nano-vllm's default): {256 * qwen3 
 #   more tokens than it produced. Nobody knows which slots these are until the request finishes;
 # - **external fragmentation**: free memory between chunks, or lost to the allocator's rounding, that no
 #   waiting request can use.
+#
+# Not every write-up uses the first two words this way: some call the slots a request never fills its
+# "reservation" (it reserved them for nothing), and the slots kept for tokens still to come "internal
+# fragmentation". The paper (§3.1) uses them as above, and so does this course: reservation is filled
+# eventually, internal fragmentation never is.
 #
 # Paging takes a block only when a token needs it, so reservation and internal fragmentation shrink together
 # to the empty end of one block per request, and any free block fits any request: no external fragmentation.

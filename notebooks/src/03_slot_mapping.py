@@ -339,8 +339,8 @@ for exercise in (122, 123, 124):
 #   `page_table[b, pos // page_size] * page_size + pos % page_size`, and writes `k_cache[:, :, addr, :]`.
 # - **A bug that shipped**: Wenyueh/MinivLLM, derived from nano-vllm, computed the wrong decode slot whenever
 #   the length was an exact multiple of the block size (issue #76, "Wrong decode slot_mapping when sequence
-#   length is a multiple of block_size", fixed in PRs #77 and #83). Notebook 06 reproduces this family of
-#   off-by-one bugs.
+#   length is a multiple of block_size"), fixed by PR #77 (PR #83, a second fix, was closed unmerged).
+#   Notebook 06 reproduces this family of off-by-one bugs.
 #
 # ## Say it in the interview
 #

@@ -205,7 +205,7 @@ show(pk.prepare_decode([hit, chunk]))
 # ```
 #
 # The third is Wenyueh/MinivLLM issue #76 ("Wrong decode slot_mapping when sequence length is a multiple of
-# block_size", fixed in PRs #77/#83): its `last_block_num_tokens` returned 0 for a full last block. To see
+# block_size", fixed by PR #77): its `last_block_num_tokens` returned 0 for a full last block. To see
 # the damage, play a prefill and two decode steps for A (6 tokens) and B (3 tokens), writing into each slot a
 # marker of who wrote it (`A6` = A's position 6), then read back what attention would gather.
 
@@ -327,8 +327,9 @@ shown = show_reference(128)
 #   rows get `slot_mapping = -1` (not written) and `context_lens = 0` (nothing read).
 # - **The timing rule settles the off-by-one arguments**: nano-vllm issues #30, #150, #240 and PRs #66, #71,
 #   #151/#152 claimed `len % block_size == 1` was off by one; all are answered by the append happening in
-#   `postprocess` (#240). Wenyueh/MinivLLM #76 is the real bug of section 5 (fixed in PRs #77/#83); it also
-#   made `token_ids[-0:]` return the whole sequence as the "last block".
+#   `postprocess` (#240). Wenyueh/MinivLLM #76 is the real bug of section 5, fixed by PR #77 (PR #83, which
+#   also fixed the `token_ids[-0:]` slice that returned the whole sequence as the "last block", was closed
+#   unmerged).
 # - **vLLM** (`vllm/v1/worker/block_table.py`): `BlockTable.compute_slot_mapping` runs a Triton kernel with
 #   one program per request (plus one that pads the tail with `PAD_SLOT_ID = -1` for CUDA graphs), computing
 #   `block_table[req, pos // bs] * bs + pos % bs` from `query_start_loc` and the positions. Its

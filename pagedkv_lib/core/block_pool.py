@@ -1,9 +1,16 @@
 """BlockPool: the physical blocks of a paged KV cache, a free queue and a reference count per block.
 
-The shape of vLLM's `vllm/v1/core/block_pool.py`: blocks are handed out from the FRONT of the free queue
-and a block whose last reference is dropped goes to its END, so the most recently freed blocks are reused
-last (they may still be worth a prefix hit). It is the one allocator of the library: `BlockManager`
-(block_manager.py) keeps its prefix cache and block tables over a BlockPool, and fork / copy-on-write
+What it shares with vLLM's `BlockPool` (`vllm/v1/core/block_pool.py`): the free queue, its order and the
+reference counts. Blocks are handed out from the FRONT of the free queue (vLLM's `get_new_blocks`), a block
+whose last reference is dropped goes to its END (`free_blocks`), so the most recently freed blocks are reused
+last (they may still be worth a prefix hit), and `touch` takes a free block back out of the queue for a
+prefix hit. (Newer vLLM trees return freed blocks that hold no hash to the front instead.)
+What it leaves out: vLLM's pool also holds the prefix cache, the map from a block hash to its block
+(`cached_block_hash_to_block`), and evicts a reused block's stale hash from it (`_maybe_evict_cached_block`);
+and its block 0 is a null block, never handed out, that stands in for skipped blocks. Here the prefix cache
+(each block's hash and tokens, `hash_to_block_id`, the stale entry dropped on reuse) lives in `BlockManager`
+(block_manager.py), as in nano-vllm, and every block can be handed out. It is the one allocator of the
+library: BlockManager keeps its prefix cache and block tables over a BlockPool, and fork / copy-on-write
 (copy_on_write.py) work on one directly.
 """
 from __future__ import annotations
