@@ -63,10 +63,8 @@ print(describe_environment())
 # | # | notebook | what you do there | exercises |
 # |---|---|---|---|
 # | 00 | Start here | this page | |
-# | 01 | Why paging | the three wastes of a contiguous reservation, KV bytes per token, the paper's numbers |
-# 121 |
-# | 02 | Block pool and block tables | a free queue and reference counts; block-size trade-offs | 127 (the
-# pool) |
+# | 01 | Why paging | the three wastes of a reservation, KV bytes per token, the paper's numbers | 121 |
+# | 02 | Block pool and block tables | a free queue, reference counts, block-size trade-offs | 127 (pool) |
 # | 03 | Slot mapping and store_kvcache | where each token's K/V goes; prefill, then decode | 122, 123, 124 |
 # | 04 | Paged decode attention | gather through the block table, GQA, softmax; check against SDPA | 125 |
 # | 05 | Varlen attention and `cu_seqlens` | decode, prefill and chunked prefill in one batch | 126 |
@@ -74,12 +72,10 @@ print(describe_environment())
 # | 07 | Prefix caching | chained block hashes, hits, the bugs real engines shipped | 129 |
 # | 08 | Fork and copy-on-write | parallel sampling shares blocks; copy before writing | 127 (`append_slot`) |
 # | 09 | Triton: store_kvcache | your first kernel, one program per token | 130 |
-# | 10 | Triton: paged decode attention | flash-decoding, split-KV by actual lengths, a roofline on GPU | 131
-# |
+# | 10 | Triton: paged decode attention | flash-decoding, split-KV by actual lengths, a GPU roofline | 131 |
 # | 11 | Triton: paged prefill attention | tiles over (query block, KV head), the causal offset | 133 |
 # | 12 | FP8 KV cache | e4m3 and its scale: half the memory, what it costs in accuracy | 134 |
-# | 13 | Capstone: a mini engine | scheduler, block manager, prefix cache, preemption; serving policies | 132
-# |
+# | 13 | Capstone: a mini engine | scheduler, block manager, prefix cache, preemption, serving | 132 |
 #
 # The exercises are numbered 121 to 134; the number is the one key for the stub `practice/<id>_*.py`, the
 # reference `solutions/<id>_*.py` and the judge's hidden cases.
@@ -229,7 +225,7 @@ print(report.text(grading.grade(122, [attempt])[0], timing=False))
 #
 # ## In real systems
 #
-# The two engines the course follows, and where its names come from:
+# The engines the course follows, the kernels they call, and where to find it all:
 #
 # - **nano-vllm** (GeeeekExplorer/nano-vllm), a whole engine in about 1,400 lines:
 #   `nanovllm/engine/block_manager.py` (`BlockManager`, `compute_hash`, `can_allocate`, `may_append`),
