@@ -6,20 +6,30 @@
     judge.py --reset ID                  the stub of ID back in practice/ (your file is backed up beside it)
     --json  machine-readable results (schema in pagedkv_lib/judge/report.py)   --seed N  other random cases
 Exit status 0 only when every case of every graded file passes, 1 when one fails, 2 on a usage error, 3 when
-a submission changed a protected file (tampering: the results of the batch cannot be trusted).
+an unsandboxed submission changed a file the verdicts rest on (tampering), 130 when interrupted (Ctrl-C).
+Several files are graded in the bwrap sandbox; where bwrap is missing they need --no-sandbox.
 """
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import sys
 from pathlib import Path
 
-from . import registry, status
+from . import isolation, registry, status
 
 
 def main(argv=None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:                         # the children are already killed and reaped
+        print("\njudge.py: interrupted; nothing was recorded", file=sys.stderr)
+        return 130
+
+
+def _main(argv=None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     if args.list:
@@ -41,6 +51,15 @@ def main(argv=None) -> int:
     if missing:
         print(f"judge.py: no such file: {', '.join(missing)}", file=sys.stderr)
         return 2
+    if importlib.util.find_spec("torch") is None:
+        print(f"judge.py: torch is not installed for {sys.executable}: activate the course's environment "
+              "first (. .venv/bin/activate, or conda activate pagedkv-course)", file=sys.stderr)
+        return 2
+    if len(files) > 1 and not args.no_sandbox and isolation.bwrap_path() is None:
+        print("judge.py: grading several files needs the bwrap sandbox, which is missing or cannot sandbox "
+              "here: install bubblewrap (apt install bubblewrap), or pass --no-sandbox to grade them in plain "
+              "processes that can change any of your files", file=sys.stderr)
+        return 2
     device = args.device or exercise.devices[0]
     if device not in exercise.devices:
         print(f"judge.py: exercise {exercise.id} has cases for {', '.join(exercise.devices)}, not {device}",
@@ -57,21 +76,21 @@ def main(argv=None) -> int:
 
 
 def _grade(exercise, files, args, device) -> int:
-    from . import report
-    from .grading import grade
-    from .integrity import describe
+    from .grading import Limits, grade
     from .outcome import TAMPERING
-    from .sandbox import Limits
 
     limits = Limits.for_exercise(exercise, time_limit_s=args.time_limit)
     progress = _Progress(len(files)) if len(files) > 1 else None
     results = grade(exercise.id, [str(f) for f in files], seed=args.seed, device=device, limits=limits,
-                    jobs=args.jobs, bench=args.bench, on_done=progress)
+                    jobs=args.jobs, bench=args.bench, on_done=progress,
+                    isolation=isolation.FORK if args.no_sandbox else None)
     if progress:
         progress.close()
-    tampered = sorted({p for r in results for p in r.tampered})
-    for f, result in zip(files, results):
-        if f.resolve().parent == registry.PRACTICE_DIR.resolve() and not tampered:
+    from . import report                              # imports torch: after the children started
+
+    tampered = any(r.tampered for r in results)
+    for f, result in zip(files, results):             # only the learner's own file of this exercise counts
+        if f.resolve() == exercise.practice_path.resolve() and not tampered:
             status.record(result)
     if args.json:
         data = [report.to_dict(r) for r in results]
@@ -85,9 +104,8 @@ def _grade(exercise, files, args, device) -> int:
         sys.stdout.write(text) if args.csv == "-" else Path(args.csv).write_text(text)
     if tampered:
         who = [r.label for r in results if r.verdict == TAMPERING]
-        print(f"judge.py: TAMPERING: {describe(tampered)} changed while grading ({', '.join(who)}); the "
-              "batch stopped there and nothing was recorded: restore those files and grade again",
-              file=sys.stderr)
+        print(f"judge.py: TAMPERING: the status file or the judge's own files changed while {', '.join(who)} "
+              "ran unsandboxed; the batch stopped there and nothing was recorded", file=sys.stderr)
         return 3
     return 0 if all(r.ok for r in results) else 1
 
@@ -117,6 +135,7 @@ def _reset(exercise_id) -> int:
         print(f"judge.py: {err.args[0]}", file=sys.stderr)
         return 2
     written = write_stub(exercise, force=True)
+    status.forget(exercise.id)
     if written.action == "replaced":
         print(f"practice/{exercise.filename} is the stub again; your version is saved as {written.backup}")
     else:
@@ -176,4 +195,6 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--bench", action="store_true", help="also benchmark the submission (where there is one)")
     p.add_argument("--time-limit", type=float, metavar="S", help="seconds per case (default: the exercise's)")
     p.add_argument("--verbose", "-v", action="store_true", help="list every case")
+    p.add_argument("--no-sandbox", action="store_true",
+                   help="grade in plain forked processes even where bwrap could sandbox (not a sandbox)")
     return p

@@ -9,8 +9,7 @@ import inspect
 import shlex
 
 from . import report, status
-from .grading import Result, grade
-from .sandbox import Limits, Submission
+from .grading import Limits, Result, Submission, grade
 
 
 def judge(exercise_id: int, namespace: dict | None = None, *, seed: int = 0, device: str = "cpu",

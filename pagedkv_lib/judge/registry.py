@@ -27,6 +27,7 @@ class Exercise:
     memory_limit_mb: int | None = 2048  # address space the child may add to the judge's; None: no cap (CUDA)
     devices: tuple = ("cpu",)         # case sets: cases.exNNN.build(seed, device) for each of these
     triton: bool = False              # a Triton exercise: the interpreter on "cpu", native on "cuda"
+    reference: tuple = ()             # "module:attr" that show_reference prints once passed (default: oracle)
 
     @property
     def functions(self) -> tuple:
@@ -51,6 +52,9 @@ class Exercise:
 
     def oracle_namespace(self) -> dict:
         return {name: resolve(target) for name, target in self.oracle.items()}
+
+    def reference_targets(self) -> tuple:
+        return self.reference or tuple(self.oracle.values())
 
     def notebook_path(self) -> Path | None:
         found = sorted((ROOT / "notebooks").glob(f"{self.notebook[:2]}_*.ipynb"))
@@ -101,13 +105,15 @@ EXERCISES: dict[int, Exercise] = {e.id: e for e in (
              {"store_kvcache_triton": "pagedkv_lib.core.store_kvcache:store_kvcache"},
              forbidden=tuple(f"{_KS}:{n}" for n in ("store_kvcache_triton", "launch_store_kvcache",
                                                      "_store_kvcache_kernel")),
-             time_limit_s=20.0, memory_limit_mb=None, devices=("cpu", "cuda"), triton=True),
+             time_limit_s=20.0, memory_limit_mb=None, devices=("cpu", "cuda"), triton=True,
+             reference=(f"{_KS}:_store_kvcache_kernel", f"{_KS}:store_kvcache_triton")),
     Exercise(131, "triton_paged_decode", "Triton paged decode", "hard", "11 Triton: paged decode attention",
              {"paged_attention_decode_triton": f"{_ATTN}:paged_attention_decode"},
              forbidden=(f"{_ATTN}:paged_attention_varlen", "pagedkv_lib.core.kv_cache:gather_kv",
                         *(f"{_KD}:{n}" for n in ("paged_attention_decode_triton", "launch_decode_attention",
                                                  "_decode_attention_kernel", "_reduce_splits_kernel"))),
-             time_limit_s=20.0, memory_limit_mb=None, devices=("cpu", "cuda"), triton=True),
+             time_limit_s=20.0, memory_limit_mb=None, devices=("cpu", "cuda"), triton=True,
+             reference=(f"{_KD}:_decode_attention_kernel", f"{_KD}:paged_attention_decode_triton")),
     Exercise(132, "scheduler_step", "Scheduler with preemption", "hard", "14 Capstone: a mini engine",
              {"schedule": "pagedkv_lib.engine.scheduler:schedule"},
              forbidden=("pagedkv_lib.engine.scheduler:preempt", "pagedkv_lib.engine.scheduler:Scheduler")),
@@ -117,7 +123,8 @@ EXERCISES: dict[int, Exercise] = {e.id: e for e in (
              forbidden=(f"{_ATTN}:paged_attention_decode", "pagedkv_lib.core.kv_cache:gather_kv",
                         *(f"{_KP}:{n}" for n in ("paged_attention_varlen_triton", "launch_prefill_attention",
                                                  "_prefill_attention_kernel"))),
-             time_limit_s=30.0, memory_limit_mb=None, devices=("cpu", "cuda"), triton=True),
+             time_limit_s=30.0, memory_limit_mb=None, devices=("cpu", "cuda"), triton=True,
+             reference=(f"{_KP}:_prefill_attention_kernel", f"{_KP}:paged_attention_varlen_triton")),
     Exercise(134, "fp8_kv_cache", "FP8 KV cache", "medium", "13 FP8 KV cache",
              {"store_kvcache_fp8": "pagedkv_lib.core.store_kvcache:store_kvcache",
               "gather_kv_dequant": f"{_KQ}:gather_kv_dequant"},

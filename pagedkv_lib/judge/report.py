@@ -7,7 +7,7 @@ JSON schema (`judge.py ID FILE --json`; a batch gives a list of these objects):
      "passed": int, "total": int, "wall_s": float, "isolation": str (how the submission was kept in, e.g.
      "bwrap sandbox (...) + cgroup pids.max 256 + in-process
                   guards"),
-     "tampered": [str] (protected files that changed while it ran: then the verdict is "tampering"),
+     "tampered": [str] (unsandboxed: what changed while it ran; then the verdict is "tampering"),
      "load_error": null | {"verdict", "message", "hint", "details": [str], "max_abs_err": null},
      "cases": [{"name": "fixed/...", "verdict": str (or "skipped"), "time_s": float | null,
                 "message": str, "hint": str, "details": [str], "max_abs_err": float | null}],
@@ -19,7 +19,6 @@ import csv
 import io
 
 from .compare import show
-from .integrity import describe
 from .outcome import CODES, PASSED
 
 
@@ -30,8 +29,8 @@ def text(result, verbose: bool = False, timing: bool = True) -> str:
     if timing:                                   # notebooks leave it out: it differs between machines
         lines.append(f"  isolation: {result.isolation}")
     if result.tampered:
-        lines += ["", "TAMPERING: protected files changed while this submission ran, so its verdict "
-                      "cannot be trusted:", *_indent([describe(result.tampered)])]
+        lines += ["", f"TAMPERING: {', '.join(result.tampered)} changed while this submission ran "
+                      "unsandboxed, so its verdict cannot be trusted"]
     if result.load is not None:
         lines += [f"The submission could not be graded: {result.load.verdict}",
                   *_indent([result.load.message, *result.load.details])]

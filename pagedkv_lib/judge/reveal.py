@@ -1,5 +1,6 @@
 """`show_reference(ID)`: the library's implementation of an exercise, shown only once the learner's own
-version has passed (the status file records it), so that a notebook never gives an exercise away."""
+version has passed (the status file records it), so that a notebook never gives an exercise away. For a
+Triton exercise that is the library's kernel and launcher, not the PyTorch oracle the cases compare with."""
 from __future__ import annotations
 
 import inspect
@@ -9,13 +10,13 @@ from .outcome import PASSED
 
 
 def reference_source(exercise_id: int) -> str:
-    """The source of the library objects exercise `exercise_id` is graded against (its oracle)."""
+    """The source of the library objects that exercise `exercise_id` shows as its reference."""
     exercise = registry.get(exercise_id)
     parts = []
-    for name, target in exercise.oracle.items():
-        module, _, attr = target.partition(":")
-        source = inspect.getsource(registry.resolve(target))
-        parts.append(f"# {name} is graded against {module}.{attr}:\n{source}")
+    for target in exercise.reference_targets():
+        obj = registry.resolve(target)
+        source = inspect.getsource(getattr(obj, "fn", obj))          # a @triton.jit kernel wraps its fn
+        parts.append(f"# {target.replace(':', '.')}:\n{source}")
     return "\n\n".join(parts)
 
 

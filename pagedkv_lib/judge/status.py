@@ -1,8 +1,9 @@
 """The learner's status per exercise, kept in a small git-ignored JSON file that the judge updates.
 
 Path: practice/.judge_status.json, or $PAGEDKV_JUDGE_STATUS. Only the judge's parent process writes it, after
-its children have exited (and only when no protected file changed meanwhile); every entry is checked
-against the schema when read, and one that does not validate shows as "unknown", never as passed.
+its children have exited, and only for the learner's own file of an exercise (practice/<id>_<slug>.py) or
+code graded in a notebook; every entry is checked against the schema when read, and one that does not
+validate shows as "unknown", never as passed.
 
     {"127": {"verdict": "passed", "passed": 19, "total": 19, "file": "practice/127_....py", "seed": 0,
              "when": "2026-11-30 20:15:00", "source": "file" | "notebook"}, ...}
@@ -72,6 +73,10 @@ def record(result, source: str = "file") -> bool:
     data[str(result.exercise_id)] = {"verdict": result.verdict, "passed": result.passed,
                                      "total": result.total, "file": result.label, "seed": result.seed,
                                      "when": time.strftime("%Y-%m-%d %H:%M:%S"), "source": source}
+    return _write(data)
+
+
+def _write(data: dict) -> bool:
     try:
         target = path()
         tmp = target.with_name(target.name + ".tmp")
@@ -80,6 +85,13 @@ def record(result, source: str = "file") -> bool:
         return True
     except OSError:
         return False
+
+
+def forget(exercise_id: int) -> None:
+    """Drop the entry of one exercise (its stub was put back)."""
+    data = read()
+    if data.pop(str(exercise_id), None) is not None:
+        _write(data)
 
 
 def describe(exercise_id: int) -> str:

@@ -1,10 +1,9 @@
-"""Loading a submission inside the child: the guard around the library, then the graded names and checks.
+"""Loading a submission inside the child: the library's answers closed first, then the graded names checked.
 
-The guard replaces every library object the exercise grades (or forbids) with one that refuses to work and
-blocks `import solutions...`; the audit hook of guards.py then keeps the solution files and the oracle's
-source closed. The graded names must then be top-level defs or classes of the submitted file (or, in a
-notebook, not come from the library or the solutions); a class may not inherit from a class defined
-elsewhere.
+`close_library` replaces every library object the exercise grades (or forbids) with one that refuses to work
+and blocks `import solutions...`; the guard (guards.py) then keeps the solution files and the oracle's source
+from being read. `load` imports the submitted file (or takes a notebook's globals): each graded name must be
+a top-level def or class written there, and a class may not inherit from a class defined elsewhere.
 """
 from __future__ import annotations
 
@@ -15,15 +14,16 @@ import inspect
 import os
 import sys
 
-from .outcome import RUNTIME_ERROR, ForbiddenCall, describe_exception
-from .protocol import ErrorRecord
+from .outcome import NOT_IMPLEMENTED, RUNTIME_ERROR, ForbiddenCall, Outcome
 from .registry import LIBRARY_DIR, SOLUTIONS_DIR, resolve
 
 
 class LoadError(Exception):
-    def __init__(self, verdict: str, message: str, hint: str = "", trace=()):
+    """The submission cannot be graded at all; `outcome` says why."""
+
+    def __init__(self, verdict: str, message: str, hint: str = "", details=()):
         super().__init__(message)
-        self.record = ErrorRecord(verdict, message, hint, tuple(trace))
+        self.outcome = Outcome(verdict, message, hint, list(details))
 
 
 class _NoSolutions(importlib.abc.MetaPathFinder):
@@ -33,22 +33,20 @@ class _NoSolutions(importlib.abc.MetaPathFinder):
         return None
 
 
-def install_guard(exercise, graded_file: str | None = None):
-    """Replace the library objects the exercise grades (or forbids) by ones that refuse to work, and block
-    `import solutions`. Returns what the audit hook (guards.py) must keep closed: (files, directory
-    prefixes, allowed files): the source of the modules that hold those objects (no reload, no exec of
-    their text, no cached bytecode) and the reference solutions, except `graded_file` when it is one."""
+def close_library(exercise, graded_file: str | None = None):
+    """Poison the library objects the exercise grades or forbids, wherever pagedkv_lib holds them, and block
+    `import solutions`. Returns what the guard keeps closed: (files, directories, allowed files): the source
+    and cached bytecode of the modules that hold those objects, and solutions/ except `graded_file`."""
     hidden = set()
-    targets = [(t, resolve(t)) for t in (*exercise.oracle.values(), *exercise.forbidden)]   # imports first
-    for target, original in targets:
+    for target in (*exercise.oracle.values(), *exercise.forbidden):
+        original = resolve(target)
         poison = _poisoned(original, f"{target.replace(':', '.')} is the library's implementation (the "
                                      f"oracle of exercise {exercise.id}): write your own")
         for name, module in list(sys.modules.items()):        # the judge's own modules too (case data)
-            if module is None or not name.startswith("pagedkv_lib"):
-                continue
-            for attr, value in list(vars(module).items()):
-                if value is original:
-                    setattr(module, attr, poison)
+            if module is not None and name.startswith("pagedkv_lib"):
+                for attr, value in list(vars(module).items()):
+                    if value is original:
+                        setattr(module, attr, poison)
         source = os.path.realpath(sys.modules[target.partition(":")[0]].__file__)
         cache = os.path.join(os.path.dirname(source), "__pycache__")
         stem = os.path.splitext(os.path.basename(source))[0] + "."
@@ -58,7 +56,10 @@ def install_guard(exercise, graded_file: str | None = None):
     sys.meta_path.insert(0, _NoSolutions())
     for name in [n for n in sys.modules if n == "solutions" or n.startswith("solutions.")]:
         del sys.modules[name]
-    allowed = {os.path.realpath(graded_file)} if graded_file else set()
+    allowed = set()
+    if graded_file:                                  # the graded file, and its cached bytecode (read on import)
+        real = os.path.realpath(graded_file)
+        allowed = {real, importlib.util.cache_from_source(real)}
     return frozenset(hidden), (str(SOLUTIONS_DIR) + os.sep,), frozenset(allowed)
 
 
@@ -72,6 +73,7 @@ def _poisoned(original, message: str):
 
     class Poisoned:
         __doc__ = message
+        __judge_poison__ = message
 
         def __new__(cls, *args, **kwargs):
             raise ForbiddenCall(message)
@@ -80,16 +82,15 @@ def _poisoned(original, message: str):
             raise ForbiddenCall(message)
 
     Poisoned.__name__ = Poisoned.__qualname__ = original.__name__
-    Poisoned.__judge_poison__ = message
     return Poisoned
 
 
-def load_submission(submission, exercise):
-    """(namespace, files) of the submission; LoadError when it cannot be graded at all."""
-    if submission.path is None:
-        ns, files, here = submission.namespace, (), _not_library
+def load(path: str | None, namespace: dict | None, exercise):
+    """(namespace, files) of the submission: a file's module globals, or a notebook's globals."""
+    if path is None:
+        ns, files, here, label = namespace, (), _not_library, "the notebook"
     else:
-        path = os.path.realpath(submission.path)
+        path = os.path.realpath(path)
         _check_source(path, exercise.functions)
         sys.path.insert(0, os.path.dirname(path))          # its own helper modules, if any
         spec = importlib.util.spec_from_file_location("submission", path)
@@ -98,22 +99,25 @@ def load_submission(submission, exercise):
         try:
             spec.loader.exec_module(module)
         except BaseException as exc:
-            rec = describe_exception(exc, (path,))
-            raise LoadError(rec["verdict"], f"while importing the file: {rec['message']}", rec["hint"],
-                            rec["trace"]) from None
-        ns, files = vars(module), (path,)
+            o = Outcome.of_exception(exc, (path,))
+            raise LoadError(o.verdict, f"while importing the file: {o.message}", o.hint, o.details) from None
+        ns, files, label = vars(module), (path,), os.path.basename(path)
         here = lambda f: os.path.realpath(f) == path  # noqa: E731
+    if not any(name in ns for name in exercise.functions):
+        names = ", ".join(exercise.functions)
+        raise LoadError(NOT_IMPLEMENTED, f"{label} defines none of what exercise {exercise.id} grades ({names})",
+                        f"is it the file of exercise {exercise.id}? Its stub is practice/{exercise.filename}")
     ns = dict(ns)
     for name in exercise.functions:
         if name not in ns:
             ns[name] = _missing(name)
-        else:
-            try:
-                problem = _foreign(name, ns[name], here)
-            except BaseException as exc:
-                problem = f"`{name}` cannot be inspected: {type(exc).__name__}: {exc}"
-            if problem:
-                raise LoadError(RUNTIME_ERROR, problem, "define the graded names yourself, in your code")
+            continue
+        try:
+            problem = _foreign(name, ns[name], here)
+        except BaseException as exc:
+            problem = f"`{name}` cannot be inspected: {type(exc).__name__}: {exc}"
+        if problem:
+            raise LoadError(RUNTIME_ERROR, problem, "define the graded names yourself, in your code")
     return ns, files
 
 

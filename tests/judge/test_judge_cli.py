@@ -17,7 +17,7 @@ from pagedkv_lib.judge.notebook import judge
 from pagedkv_lib.judge.outcome import Outcome
 from pagedkv_lib.judge.stubs import make_stub
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SOLUTION_122 = (ROOT / "solutions" / "122_slot_mapping.py").read_text()
 OFF_BY_ONE = SOLUTION_122.replace("+ p % block_size for p", "+ p % block_size + 1 for p")
 N122 = len(registry.get(122).cases().build(0))                        # cases of exercise 122 at any seed
