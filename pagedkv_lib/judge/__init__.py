@@ -16,7 +16,8 @@ How a grading run goes, module by module (cli.py -> grading.grade):
 - child.py         the child: limits, guard (guards.py), the submission (submission.py), the cases
 - cases/exNNN.py   build(seed, device) -> cases (inputs only); run(ns, case) -> observation; check(...)
 - outcome.py       verdicts and the one error record, `Outcome`; report.py prints text, JSON or CSV;
-                   status.py keeps the learner's verdicts; reveal.py shows a reference once passed
+                   status.py keeps the learner's verdicts; notebook.py grades a notebook's code
+                   and shows a reference once passed
 
 Adding an exercise (e.g. 130):
 1. solutions/130_<slug>.py: the reference solution, its contract in the docstrings, each answer between
@@ -24,7 +25,8 @@ Adding an exercise (e.g. 130):
 2. registry.EXERCISES: Exercise(130, slug, title, difficulty, notebook, oracle={graded name:
    "module:attr" of the library object it is checked against}, forbidden=(other library objects the
    submission may not call), time_limit_s=per case, memory_limit_mb=None to lift the address-space cap
-   (CUDA needs it), devices=("cpu", "cuda") for one case set per device, triton=True for a kernel).
+   (CUDA needs it), devices=("cpu", "cuda") for one case set per device, triton=True for a kernel,
+   reference=(what show_reference prints, when not the oracle: a Triton exercise's kernel)).
 3. cases/ex130.py: build(seed, device) -> [Case], run(ns, case) -> observation, check(case, expected,
    got) -> Outcome; optionally bench(ns, device) (in the child) and bench_report(figures, device) (in the
    parent) for `judge.py 130 --bench`. See cases/__init__.py; scripted (stateful) exercises reuse
@@ -34,7 +36,7 @@ Adding an exercise (e.g. 130):
    before it forks; the oracle can run on the CPU after the children are done). In the child, the modules
    named in `oracle` and `forbidden` cannot be re-read from disk (no reload), nor can solutions/.
 4. tests/judge/plants/ex130.py: planted bugs with the verdict and hint each must get
-   (tests/judge/test_plants.py runs them all); the solution must pass, the stub be "not implemented".
+   (tests/judge/test_judge_plants.py runs them all); the solution must pass, the stub be "not implemented".
 """
 from __future__ import annotations
 
@@ -51,8 +53,8 @@ def judge(exercise_id: int, namespace: dict | None = None, **kwargs):
 
 
 def show_reference(exercise_id: int) -> bool:
-    """The library's implementation of an exercise, once your version passed; see reveal.show_reference."""
-    from .reveal import show_reference as _show
+    """The library's implementation of an exercise, once your version passed; see notebook.show_reference."""
+    from .notebook import show_reference as _show
 
     return _show(exercise_id)
 

@@ -1,10 +1,10 @@
 """The graded child: limits, guard, the submission, then every case, each reported as a message (protocol.py).
 
-It starts one of two ways (isolation.py): exec'd inside bubblewrap as
-`python -m pagedkv_lib.judge.child JOB_JSON --result-fd N` (it builds the cases itself, from the seed), or as a
-fork of the judge (`fork_main`: it inherits the cases, and a notebook's globals). Either way `serve` closes
-the library's answers, sets the resource limits and installs the guard BEFORE the submission is imported. The
-child never sees an expected result: the parent computes those.
+It starts one of two ways (isolation.py): exec'd inside bubblewrap as `python -m pagedkv_lib.judge.child
+JOB_JSON --result-fd N` (it builds the cases itself, from the seed), or as a fork of the judge (`fork_main`:
+it inherits the cases, and a notebook's globals). Either way `serve` closes the library's answers, sets the
+resource limits and installs the guard BEFORE the submission is imported. The child never sees an expected
+result: the parent computes those.
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import traceback
 
 from . import guards, isolation, registry
 from .outcome import Outcome
-from .protocol import Bench, CaseDone, Channel, Crashed, Done, Job, Loaded, Ready, Refused
+from .protocol import CaseDone, Channel, Done, Job, Loaded, Ready, Refused
 from .submission import LoadError, close_library, load
 
 
@@ -36,13 +36,13 @@ def serve(job: Job, channel: Channel, cases=None, namespace=None) -> None:
     sys.dont_write_bytecode = True                    # importing the submission writes nothing
     module = exercise.cases()                         # torch, triton, the case data: before the guard
     cases = module.build(job.seed, job.device) if cases is None else cases
-    hidden, hidden_dirs, allowed = close_library(exercise, job.path)
+    hidden, hidden_dirs, allowed, originals = close_library(exercise, job.path)
     isolation.set_limits(job.memory_mb, job.cpu_s)
     if job.guards:
-        guards.install(job.scratch, hidden, hidden_dirs, allowed, lambda action: channel.send(Refused(action)))
+        guards.install(job.scratch, hidden, hidden_dirs, allowed, lambda what: channel.send(Refused(what)))
     channel.send(Ready(len(cases)))
     try:
-        ns, files = load(job.path, namespace, exercise)
+        ns, files = load(job.path, namespace, exercise, originals)
     except LoadError as err:
         channel.send(Loaded(err.outcome))
         return
@@ -54,18 +54,17 @@ def serve(job: Job, channel: Channel, cases=None, namespace=None) -> None:
         except BaseException as exc:
             observation, error = None, Outcome.of_exception(exc, files)
         channel.send(CaseDone(i, time.perf_counter() - t0, observation, error))
+    figures = None
     if job.bench and hasattr(module, "bench"):
         try:
             figures = module.bench(ns, job.device)
         except BaseException as exc:
             figures = {"error": Outcome.of_exception(exc, files).message}
-        channel.send(Bench(figures))
-    channel.send(Done())
+    channel.send(Done(figures))
 
 
 def main(argv=None) -> None:
     """`python -m pagedkv_lib.judge.child JOB_JSON --result-fd N` (inside bwrap); never returns."""
-    channel = None
     try:
         parser = argparse.ArgumentParser(prog="python -m pagedkv_lib.judge.child")
         parser.add_argument("job")
@@ -73,39 +72,28 @@ def main(argv=None) -> None:
         args = parser.parse_args(argv)
         for stream in (sys.stdout, sys.stderr):       # a print before a hang or a crash still arrives
             stream.reconfigure(line_buffering=True, errors="replace")
-        channel = Channel(args.result_fd)
-        serve(Job(**json.loads(args.job)), channel)
-    except BaseException:
-        _crashed(channel)
+        serve(Job(**json.loads(args.job)), Channel(args.result_fd))
     finally:
         _exit()
 
 
 def fork_main(job: Job, cases, namespace, res_fd: int, out_fd: int) -> None:
     """Entry in a forked child; never returns."""
-    channel = None
     try:
         os.setsid()                                   # its own session and group: the parent kills the group
         isolation.die_with_parent()
         _redirect_output(out_fd)
         _blind_inherited_fds(keep=(0, 1, 2, res_fd))
-        channel = Channel(res_fd)
-        serve(job, channel, cases, namespace)
-    except BaseException:
-        _crashed(channel)
+        serve(job, Channel(res_fd), cases, namespace)
     finally:
         _exit()
 
 
-def _crashed(channel) -> None:
-    if channel is not None:
-        try:
-            channel.send(Crashed(traceback.format_exc()[-1500:]))
-        except BaseException:
-            pass
-
-
 def _exit() -> None:
+    """The end of every child: a failure of its own (the judge's, or a broken torch) as a traceback on its
+    stderr, which the report shows, and no exit handler of the judge run again."""
+    if sys.exc_info()[0] is not None:
+        traceback.print_exc()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

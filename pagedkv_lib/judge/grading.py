@@ -3,14 +3,14 @@
     grade(127, ["practice/127_block_pool_cow.py"]) -> [Result]
 
 1. Children, `jobs` at a time, each watched by a Supervisor (supervisor.py). A sandboxed child builds its own
-   cases from the seed, so it starts before this process has imported torch, and both load in parallel; a
-   forked child inherits the cases, so it starts once they are built. A child that dies is started again
-   after the case that ended it (at most `max_restarts` times).
+   cases from the seed, so it starts before this process imports torch and both load in parallel; a forked
+   child inherits the cases, so it starts once they are built. A child that dies is started again after the
+   case that ended it (at most `max_restarts` times).
 2. Once every child has ended, the oracle runs here, where no child can reach it, and each case's check
    compares the two observations and names the usual mistake.
-Without the sandbox a child could rewrite the files a verdict rests on; the digest of those (the status file
-and the judge's own code and cases) is compared around each forked child, and a change is tampering: the
-batch stops there. A learner's other files are never looked at.
+Unsandboxed, a child could rewrite what a verdict rests on: the status file and the judge's own files are
+digested around each forked child, and a change is tampering that stops the batch. A learner's other files
+are never looked at.
 """
 from __future__ import annotations
 
@@ -28,8 +28,6 @@ from .isolation import BWRAP, FORK, bwrap_path
 from .outcome import PASSED, SKIPPED, TAMPERING, WRONG_ANSWER, Outcome
 from .protocol import CaseDone, decode, encode
 from .supervisor import Supervisor
-
-JUDGE_DIR = Path(__file__).resolve().parent
 
 
 @dataclass(frozen=True)
@@ -60,13 +58,13 @@ class Submission:
 
 @dataclass
 class Run:
-    """What one submission's children reported."""
+    """What one submission's children reported (filled by their Supervisors)."""
     submission: Submission
-    total: int                          # cases
-    mode: str                           # BWRAP or FORK
+    mode: str                                       # isolation.BWRAP or FORK
+    total: int = 0                                  # cases, once known
     records: dict = field(default_factory=dict)     # case index -> CaseDone
     stopped: dict = field(default_factory=dict)     # case index -> Outcome: refused, ended, skipped (stands)
-    load: Outcome | None = None         # why it could not be graded at all
+    load: Outcome | None = None                     # why it could not be graded at all
     output: bytearray = field(default_factory=bytearray)
     output_total: int = 0
     bench: dict | None = None
@@ -74,7 +72,7 @@ class Run:
     restarts: int = 0
     started: float = 0.0
     finished: float = 0.0
-    budget_end: float = 0.0             # when loading plus all cases must be done (set when first ready)
+    budget_end: float = 0.0                         # loading plus all cases must end by then
     tampered: list = field(default_factory=list)
 
 
@@ -105,7 +103,7 @@ class Result:
     wall_s: float = 0.0                           # the whole grading run (all files)
     duration_s: float = 0.0                       # this submission's children, first start to last end
     isolation: str = ""                           # how the submission was kept in, in words
-    tampered: list = field(default_factory=list)  # files a verdict rests on that changed while it ran
+    tampered: list = field(default_factory=list)  # what changed while it ran unsandboxed
 
     @property
     def passed(self) -> int:
@@ -132,11 +130,8 @@ class Result:
     def ok(self) -> bool:
         return self.verdict == PASSED and self.passed == self.total
 
-    def __repr__(self) -> str:
+    def __repr__(self) -> str:                    # one line under a notebook's printed report
         return f"<Result {self.exercise_id} {self.label}: {self.verdict}, {self.passed}/{self.total} passed>"
-
-    def _repr_pretty_(self, printer, cycle) -> None:          # IPython: one line under the printed report
-        printer.text(repr(self))
 
 
 def mode_for(submission: Submission, forced: str | None = None) -> str:
@@ -157,34 +152,29 @@ def grade(exercise_id, submissions, *, seed: int = 0, device: str = "cpu", limit
     if device not in exercise.devices:
         raise ValueError(f"device: exercise {exercise.id} has cases for {exercise.devices}, got {device!r}")
     limits = limits or Limits.for_exercise(exercise)
-    subs = [s if isinstance(s, Submission) else Submission(str(s), path=os.path.abspath(s))
-            for s in submissions]
+    runs = [Run(s, mode_for(s, isolation)) for s in
+            (s if isinstance(s, Submission) else Submission(str(s), os.path.abspath(s)) for s in submissions)]
     if exercise.triton and "triton" not in sys.modules:   # a fork inherits Triton's mode, chosen at import
         os.environ["TRITON_INTERPRET"] = "1" if device == "cpu" else "0"
-    runs = [Run(s, 0, mode_for(s, isolation)) for s in subs]
-    queue, active, stop = deque((run, 0) for run in runs), [], []
+    queue, active, stopped = deque((run, 0) for run in runs), [], False
     digest = _digest() if any(r.mode == FORK for r in runs) else None
 
     def start_children(cases) -> None:
-        while queue and len(active) < max(1, jobs) and not stop:
-            run, first = queue[0]
-            if cases is None and run.mode == FORK:
-                return                                # a fork needs the cases built here
-            queue.popleft()
-            active.append(Supervisor(exercise, run, limits, run.mode, first, seed, device, bench, cases))
+        while queue and len(active) < max(1, jobs) and not stopped and (cases or queue[0][0].mode == BWRAP):
+            run, first = queue.popleft()
+            active.append(Supervisor(exercise, run, limits, first, seed, device, bench, cases))
 
     try:
         start_children(None)                          # sandboxed children load while torch loads here
         import torch
 
-        module = exercise.cases()
-        threads = torch.get_num_threads()
+        module, threads = exercise.cases(), torch.get_num_threads()
         torch.set_num_threads(1)          # small tensors: one thread is fastest, and nothing parallel to fork
         cases = module.build(seed, device)
         for run in runs:
-            if run.total not in (0, len(cases)):      # a sandboxed child already said how many it built
+            if run.total not in (0, len(cases)):      # a sandboxed child said how many it built
                 raise RuntimeError(f"exercise {exercise.id}: a child built {run.total} cases, the judge "
-                                   f"{len(cases)}: its case building depends on more than the seed")
+                                   f"{len(cases)}: its cases depend on more than (seed, device)")
             run.total = len(cases)
         start_children(cases)
         while active:
@@ -192,12 +182,12 @@ def grade(exercise_id, submissions, *, seed: int = 0, device: str = "cpu", limit
             for sup in [s for s in active if s.poll()]:
                 active.remove(sup)
                 restart = sup.finish()
-                if sup.mode == FORK and _digest() != digest:   # what ran beside it is suspect too
-                    stop.append(True)
+                if sup.run.mode == FORK and _digest() != digest:    # and what ran beside it is suspect too
+                    stopped = True
                     for other in [sup, *active]:
                         other.run.tampered = ["the status file or the judge's own files"]
                         other.stop(Outcome(TAMPERING, "a file the verdict rests on changed while it ran"))
-                if restart is not None and not stop:
+                if restart is not None and not stopped:
                     queue.appendleft((sup.run, restart))
                 else:
                     sup.run.finished = time.monotonic()
@@ -208,9 +198,8 @@ def grade(exercise_id, submissions, *, seed: int = 0, device: str = "cpu", limit
         for sup in active:
             sup.abort()
     for run in runs:
-        if stop and not run.started:
-            run.load = Outcome(SKIPPED, "not graded: the batch stopped after a file the verdicts rest on "
-                                        "changed (see the tampering verdict)")
+        if stopped and not run.started:
+            run.load = Outcome(SKIPPED, "not graded: the batch stopped at a tampering verdict")
     oracle = exercise.oracle_namespace()
     expected = [_as_sent(module.run(oracle, case)) for case in cases]
     torch.set_num_threads(threads)
@@ -234,13 +223,13 @@ def _watch(active) -> None:
 
 def _as_sent(observation):
     """The oracle's observation in the form the child's reaches the parent (through the protocol)."""
-    return decode(encode(CaseDone(0, 0.0, observation)).rstrip(b"\n")).observation
+    return decode(encode(CaseDone(0, 0.0, observation))).observation
 
 
 def _digest() -> str:
     """One hash over the files a forked submission could rewrite to forge a verdict."""
     h = hashlib.sha256()
-    for path in [status.path(), *sorted(JUDGE_DIR.rglob("*.py"))]:
+    for path in [status.path(), *sorted(Path(__file__).parent.rglob("*.py"))]:
         try:
             h.update(str(path).encode() + Path(path).read_bytes())
         except OSError:
@@ -251,17 +240,14 @@ def _digest() -> str:
 def _result(exercise, module, cases, expected, run: Run, seed, device, wall) -> Result:
     results = []
     for i, (case, exp) in enumerate(zip(cases, expected)):
-        record, time_s = run.records.get(i), None
+        record = run.records.get(i)
         if run.load is not None:
             outcome = Outcome(run.load.verdict, "not run: the submission could not be graded")
-        elif i in run.stopped:
-            outcome = run.stopped[i]
-        elif record is None:
-            outcome = Outcome(SKIPPED, "not run")
-        elif record.error is not None:
-            outcome, time_s = record.error, record.time_s
+        elif i in run.stopped or record is None:
+            outcome = run.stopped.get(i, Outcome(SKIPPED, "not run"))
         else:
-            outcome, time_s = _check(module, case, exp, record.observation), record.time_s
+            outcome = record.error or _check(module, case, exp, record.observation)
+        time_s = record.time_s if record is not None and run.load is None else None
         results.append(CaseResult(case.name, outcome, time_s, case.show))
     return Result(exercise.id, exercise.title, run.submission.label, seed, device, results, run.load,
                   bytes(run.output).decode("utf-8", "replace"), run.output_total, run.bench, wall,

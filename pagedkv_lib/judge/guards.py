@@ -38,7 +38,7 @@ def package_dirs(*names: str) -> tuple:
 
 def install(scratch: str, hidden: frozenset, hidden_dirs: tuple, allowed: frozenset, report) -> None:
     """Add the audit hook; `report(action)` tells the parent before the PermissionError is raised. `hidden`
-    files and files under `hidden_dirs` may not be opened at all, except the `allowed` ones (the graded file)."""
+    files and those under `hidden_dirs` may not be opened, except the `allowed` ones (the graded file)."""
     scratch = os.path.realpath(scratch) + os.sep
     spawners, native = package_dirs("triton"), package_dirs("triton", "torch")
     realpath, fspath, getframe, getpid = os.path.realpath, os.fspath, sys._getframe, os.getpid

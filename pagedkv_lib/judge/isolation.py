@@ -23,7 +23,7 @@ from pathlib import Path
 BWRAP, FORK = "bwrap", "fork"
 DESCRIBE = {BWRAP: "bwrap sandbox (read-only files, no network, own PID namespace)",
             FORK: "forked child in its own process group (not a sandbox)"}
-OPEN_FILES = 1024                   # descriptors a child may hold (torch and Triton open a few hundred at most)
+OPEN_FILES = 1024                   # descriptors a child may hold (torch and Triton need a few hundred)
 PR_SET_PDEATHSIG = 1
 
 
@@ -85,7 +85,7 @@ def die_with_parent() -> None:
 
 
 def kill(pid: int) -> None:
-    """SIGKILL the child's process group (its session; under bwrap the sandbox, and with it its PID namespace)."""
+    """SIGKILL the child's process group (under bwrap: the sandbox, and with it its PID namespace)."""
     for send in (os.killpg, os.kill):
         try:
             send(pid, signal.SIGKILL)

@@ -30,7 +30,7 @@ _EXCEPTION_HINTS = (  # words in an exception's text -> the hint (Triton's known
     (("must be >= 16", "input shape"), _DOT16),
     (("mask has unsupported dtype",), "Triton's interpreter rejects a mask that mixes a block with a scalar "
      "test, such as (offs < ROW) & (slot >= 0): return early for slot < 0"),
-    (("view size is not compatible",), "a tensor here is not contiguous (a slice of another): use .reshape()"),
+    (("view size is not compatible",), "a tensor here is not contiguous (a slice): use .reshape()"),
 )
 
 
@@ -51,7 +51,7 @@ class Outcome:
 
     @classmethod
     def from_child(cls, record) -> Outcome:
-        """The Outcome a child (possibly a hostile one) sent: a child cannot claim a pass, a skip or tampering."""
+        """The Outcome a child (perhaps a hostile one) sent: it cannot claim a pass, a skip or tampering."""
         if not isinstance(record, dict):
             record = {}
         verdict = record.get("verdict")
@@ -62,7 +62,7 @@ class Outcome:
 
     @classmethod
     def of_exception(cls, exc: BaseException, files=()) -> Outcome:
-        """What an exception raised by submitted code means: its verdict, a line, a hint, the user's frames."""
+        """What an exception from submitted code means: its verdict, a line, a hint, the user's frames."""
         name = type(exc).__name__
         try:
             said = str(exc)

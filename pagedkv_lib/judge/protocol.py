@@ -1,22 +1,15 @@
-"""What the judge and a graded child tell each other: a `Job` one way, JSON lines back, one object each.
+"""What the judge and a graded child tell each other: a `Job` one way (JSON on an exec'd child's command line;
+a fork inherits it), JSON lines back on a pipe, one object per message:
 
-The parent hands a child its `Job` (as JSON on an exec'd child's command line; a fork inherits it). The child
-answers on a pipe:
+    {"type": "ready", "cases": 23}             set up (torch, 23 cases, limits, guard): the submission's clock
+    {"type": "loaded", "error": null | O}      the submission imported, or why it cannot be graded
+    {"type": "case", "index": 3, "time_s": 0.01, "observation": ..., "error": null | O}   case 3's result
+    {"type": "refused", "action": "..."}       a guard refused something: that is the verdict
+    {"type": "done", "figures": null | {...}}  every case ran (and the benchmark, if asked for, gave figures)
 
-    {"type": "ready", "cases": 23}                      set up (torch, the 23 cases, the limits, the guard):
-                                                       the submission's own clock starts now
-    {"type": "loaded", "error": null | OUTCOME}        the submission imported, or why it cannot be graded
-    {"type": "case", "index": 3, "time_s": 0.01,       what case 3 returned (plain data), or what it raised
-     "observation": ..., "error": null | OUTCOME}
-    {"type": "bench", "figures": {...}}                the optional benchmark, after the cases
-    {"type": "refused", "action": "opening ... for writing"}   a guard refused something: that is the verdict
-    {"type": "done"}                                   every case ran
-    {"type": "crashed", "trace": "..."}                the child itself failed (the judge's fault, or a broken
-                                                       torch or os)
-
-OUTCOME is an `Outcome` as a dict. In plain data a tensor is {"__tensor__": [dtype, shape, base64 bytes]}, a
-tuple {"__tuple__": [...]}, a dict with keys other than strings {"__pairs__": [[key, value], ...]}. The parent
-runs nothing the child sends: it parses JSON, checks each field's type, and rebuilds tensors from bytes.
+O is an `Outcome` as a dict. In plain data a tensor is {"__tensor__": [dtype, shape, base64 bytes]}, a tuple
+{"__tuple__": [...]}, a dict with keys other than strings {"__pairs__": [[key, value], ...]}. The parent runs
+nothing a child sends: it parses JSON, checks each field's type, and rebuilds tensors from their bytes.
 """
 from __future__ import annotations
 
@@ -71,29 +64,18 @@ class CaseDone:
 
 
 @dataclass(frozen=True)
-class Bench:
-    figures: dict
-
-
-@dataclass(frozen=True)
 class Refused:
     action: str
 
 
 @dataclass(frozen=True)
 class Done:
-    pass
+    figures: dict | None = None       # the benchmark's, when one was asked for
 
 
-@dataclass(frozen=True)
-class Crashed:
-    trace: str
-
-
-MESSAGES = {"ready": Ready, "loaded": Loaded, "case": CaseDone, "bench": Bench, "refused": Refused,
-            "done": Done, "crashed": Crashed}
+MESSAGES = {"ready": Ready, "loaded": Loaded, "case": CaseDone, "refused": Refused, "done": Done}
 _NAMES = {cls: name for name, cls in MESSAGES.items()}
-_TYPES = {"cases": int, "index": int, "time_s": (int, float), "figures": dict, "action": str, "trace": str}
+_TYPES = {"cases": int, "index": int, "time_s": (int, float), "figures": (dict, type(None)), "action": str}
 
 
 def encode(message) -> bytes:
@@ -179,7 +161,7 @@ def _tensor(fields_):
 
 
 def _torch():
-    import torch                       # only when a tensor travels: a parent starts its children first
+    import torch  # only when a tensor travels: a parent starts its children first
 
     return torch
 
@@ -192,9 +174,11 @@ class LineReader:
 
     def feed(self, data: bytes) -> list:
         self.buf += data
+        if b"\n" not in data:                        # only new bytes can end a line
+            if len(self.buf) > MAX_LINE:
+                raise ProtocolError(f"a message longer than {MAX_LINE} bytes")
+            return []
         *lines, rest = self.buf.split(b"\n")
-        if len(rest) > MAX_LINE:
-            raise ProtocolError(f"a message longer than {MAX_LINE} bytes")
         self.buf = bytearray(rest)
         return [decode(line) for line in lines]
 

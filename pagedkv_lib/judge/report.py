@@ -18,7 +18,7 @@ from __future__ import annotations
 import csv
 import io
 
-from .compare import show
+from .cases.compare import show
 from .outcome import CODES, PASSED
 
 
@@ -81,16 +81,7 @@ def to_dict(result) -> dict:
             "isolation": result.isolation, "tampered": list(result.tampered),
             "load_error": result.load.to_dict() if result.load else None,
             "cases": [{"name": c.name, "time_s": c.time_s, **c.outcome.to_dict()} for c in result.cases],
-            "output": result.output, "output_bytes": result.output_total, "bench": _plain(result.bench)}
-
-
-def _plain(value):
-    """Bench figures as JSON-able values."""
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value if isinstance(value, (int, float, str, bool, type(None))) else show(value)
+            "output": result.output, "output_bytes": result.output_total, "bench": result.bench}
 
 
 def batch_table(results) -> str:

@@ -1,15 +1,15 @@
-"""The parent's watch over one child: start it, read its messages and output, end it at a deadline, say why
-it ended, and reap it (no zombie, whatever the submission did).
+"""The parent's watch over one child: start it, read its messages and output, end it at a deadline, say why it
+ended, and reap it (no zombie, whatever the submission did).
 
 The child's messages (protocol.py) move it through phases, each with a deadline:
 
-    starting --ready--> loading --loaded--> cases --case i (in order)...--> bench --bench--> done
-                        loading --loaded(error)--> done                        cases --done--> done
+    starting --ready--> loading --loaded--> cases --case 0, 1, ...--> (bench) --done--> done
+                        loading --loaded(error)--> done
 
-One rule for the verdict when a child does not finish: the deadline passed, a time limit (a child still
-starting: the machine is too busy, not the submission's time); it reported a MemoryError (in its case's
-record), or the system killed it (SIGKILL that the judge did not send), a memory limit; it ran out of CPU
-seconds, a time limit; any other signal or early exit, a runtime error.
+One rule for a child that does not finish: its deadline passed, a time limit (still starting: the machine
+is too busy, a runtime error that is not the submission's); it reported a MemoryError (in its case's record)
+or the system killed it (a SIGKILL the judge did not send), a memory limit; its CPU seconds ran out, a time
+limit; any other signal or early exit, a runtime error.
 """
 from __future__ import annotations
 
@@ -24,122 +24,104 @@ from pathlib import Path
 
 from . import isolation
 from .outcome import MEMORY_LIMIT, RUNTIME_ERROR, SKIPPED, TIME_LIMIT, Outcome
-from .protocol import Bench, CaseDone, Crashed, Done, Job, LineReader, Loaded, ProtocolError, Ready, Refused
+from .protocol import CaseDone, Done, Job, LineReader, Loaded, ProtocolError, Ready, Refused
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])     # on an exec'd child's sys.path
 REFUSED_HINT = ("a graded function computes its answer and returns it: it may not write files outside its "
                 "working directory, start processes, load native code or open sockets")
+TOO_MUCH = "an infinite loop, or far too much work?"
 EXIT_GRACE_S = 2.0                   # a child that sent `done` (or failed to load) has this long to exit
+_PHASES = {Ready: ("starting",), Loaded: ("loading",), CaseDone: ("cases",), Done: ("cases", "bench")}
 
 
 class Supervisor:
-    """One child running `run`'s submission from case `start` on, in `mode` (isolation.BWRAP or FORK)."""
+    """One child running `run`'s submission from case `start` on, in `run.mode` (bwrap or fork)."""
 
-    def __init__(self, exercise, run, limits, mode: str, start: int, seed: int, device: str, bench: bool,
-                 cases=None):
-        self.run, self.limits, self.mode = run, limits, mode
-        scratch = tempfile.mkdtemp(prefix="pagedkv-judge-")
+    def __init__(self, exercise, run, limits, start: int, seed: int, device: str, bench: bool, cases=None):
+        self.run, self.limits, self.bench = run, limits, bench
+        self.scratch = tempfile.mkdtemp(prefix="pagedkv-judge-")
         cpu_s = int(limits.import_limit_s + limits.total_limit_s + bench * limits.bench_limit_s) + 5
-        job = Job(exercise.id, run.submission.path, seed, device, start, bench, scratch,
+        job = Job(exercise.id, run.submission.path, seed, device, start, bench, self.scratch,
                   limits.memory_limit_mb, cpu_s, limits.guards)
         res_r, res_w = os.pipe()
         out_r, out_w = os.pipe()
-        if mode == isolation.BWRAP:
+        if run.mode == isolation.BWRAP:
             self.proc = _exec_in_sandbox(job, res_w, out_w)
             self.pid = self.proc.pid
         else:
-            self.proc, self.pid = None, _fork(job, cases, run.submission.namespace, res_r, res_w, out_r, out_w)
+            self.proc = None
+            self.pid = _fork(job, cases, run.submission.namespace, (res_r, out_r), res_w, out_w)
         os.close(res_w)
         os.close(out_w)
         for fd in (res_r, out_r):
             os.set_blocking(fd, False)
-        self.res_fd, self.out_fd, self.scratch = res_r, out_r, scratch
-        self.open_fds = {res_r, out_r}                # those not at end of file
-        self.reader = LineReader()
-        self.phase, self.next, self.bench = "starting", start, bench
+        self.res_fd, self.out_fd, self.open_fds = res_r, out_r, {res_r, out_r}   # open: not at end of file
+        self.reader, self.phase, self.next = LineReader(), "starting", start
         self.outcome: Outcome | None = None           # why the judge ended it, once it did
         self.ended: tuple | None = None               # (signal, exit code), once reaped
         self.deadline = time.monotonic() + limits.startup_limit_s
         run.started = run.started or time.monotonic()
-        run.isolation = isolation.DESCRIBE[mode] + (" + in-process guard" if limits.guards else "")
+        run.isolation = isolation.DESCRIBE[run.mode] + (" + in-process guard" if limits.guards else "")
 
-    # reading --------------------------------------------------------------------------------------------
     def read(self, fd: int) -> bool:
         """Take what `fd` holds now; False when it held nothing (or is closed)."""
         try:
             data = os.read(fd, 1 << 16)
-        except (BlockingIOError, OSError):
+        except OSError:
             return False
         if not data:
             self.open_fds.discard(fd)
+        run, lim = self.run, self.limits
         if fd == self.out_fd:
-            run, lim = self.run, self.limits
             run.output_total += len(data)
             run.output += data[: max(0, lim.output_keep_bytes - len(run.output))]
-            if run.output_total > lim.output_limit_bytes and self.outcome is None:
+            if run.output_total > lim.output_limit_bytes:
                 self.stop(Outcome(RUNTIME_ERROR, f"output limit: more than {lim.output_limit_bytes} bytes "
                                   "printed to stdout/stderr", "remove the prints (or print much less)"))
-            return bool(data)
-        if data and self.outcome is None:
+        elif data and self.outcome is None:
             try:
                 for message in self.reader.feed(data):
-                    self._handle(message)
+                    self._handle(message, time.monotonic())
             except ProtocolError as err:
                 self.stop(Outcome(RUNTIME_ERROR, "the judge's result channel held data it did not write "
                                   "(did the submission write to the judge's file descriptors?)",
                                   details=[str(err)]))
         return bool(data)
 
-    def _handle(self, message) -> None:
-        now, lim, run = time.monotonic(), self.limits, self.run
+    def _handle(self, message, now: float) -> None:
+        run, lim = self.run, self.limits
         if isinstance(message, Refused):              # the refusal is the verdict, whatever happens next
-            outcome = Outcome(RUNTIME_ERROR, f"refused by the judge: {message.action}", REFUSED_HINT)
+            refused = Outcome(RUNTIME_ERROR, f"refused by the judge: {message.action}", REFUSED_HINT)
             if self.phase == "cases":
-                run.stopped[self.next] = run.stopped.get(self.next) or outcome
+                run.stopped.setdefault(self.next, refused)
             else:
-                run.load = run.load or outcome
+                run.load = run.load or refused
             return
-        if isinstance(message, Crashed):
-            self.stop(Outcome(RUNTIME_ERROR, "the grading process failed (did the submission break torch or "
-                              "os?)", details=message.trace.splitlines()[-6:]))
-            return
-        expected = {Ready: ("starting",), Loaded: ("loading",), CaseDone: ("cases",), Bench: ("bench",),
-                    Done: ("cases", "bench")}[type(message)]
-        if self.phase not in expected or (isinstance(message, Done) and self.next < self.run.total):
+        if self.phase not in _PHASES[type(message)] or (isinstance(message, Done) and self.next < run.total):
             raise ProtocolError(f"{type(message).__name__} while {self.phase} (case {self.next})")
         if isinstance(message, Ready):                # the submission's own clock starts now
-            if run.total and message.cases != run.total:
+            if run.total not in (0, message.cases):
                 raise ProtocolError(f"the child built {message.cases} cases, the judge {run.total}")
             run.total = message.cases
             run.budget_end = run.budget_end or now + lim.import_limit_s + lim.total_limit_s
             self.phase, self.deadline = "loading", now + lim.import_limit_s
-        elif isinstance(message, Loaded) and message.error is not None:
-            run.load = run.load or message.error
+            return
+        if isinstance(message, Done) or (isinstance(message, Loaded) and message.error is not None):
+            if isinstance(message, Loaded):
+                run.load = run.load or message.error
+            run.bench = getattr(message, "figures", None)
             self.phase, self.deadline = "done", now + EXIT_GRACE_S
-        elif isinstance(message, CaseDone):
+            return
+        if isinstance(message, CaseDone):
             if message.index != self.next:
                 raise ProtocolError(f"case {message.index} reported, expected {self.next}")
-            run.records[message.index] = message
+            run.records[self.next] = message
             self.next += 1
-            self._between(now)
-        elif isinstance(message, Bench):
-            run.bench = message.figures
-            self.phase, self.deadline = "cases", now + lim.time_limit_s
-        elif isinstance(message, Done):
-            self.phase, self.deadline = "done", now + EXIT_GRACE_S
-        else:                                         # loaded
-            self._between(now)
-
-    def _between(self, now: float) -> None:
-        """After loading or a case: the next case's deadline, or the benchmark's."""
-        lim = self.limits
-        if self.next == self.run.total and self.bench:
+        if self.next == run.total and self.bench:
             self.phase, self.deadline = "bench", now + lim.bench_limit_s
         else:
-            self.phase = "cases"
-            self.deadline = min(now + lim.time_limit_s, self.run.budget_end)
+            self.phase, self.deadline = "cases", min(now + lim.time_limit_s, run.budget_end)
 
-    # ending ---------------------------------------------------------------------------------------------
     def stop(self, outcome: Outcome) -> None:
         """End the child (and everything in its group or sandbox) with `outcome` as the reason."""
         self.outcome = self.outcome or outcome
@@ -148,7 +130,7 @@ class Supervisor:
     def poll(self) -> bool:
         """Enforce the deadline; True once the child has ended and been reaped."""
         if time.monotonic() > self.deadline and self.outcome is None:
-            while self.read(self.res_fd):              # a message already in the pipe comes first
+            while self.read(self.res_fd):             # a message already in the pipe comes first
                 pass
             if time.monotonic() > self.deadline and self.outcome is None:
                 if self.phase == "done":
@@ -157,8 +139,7 @@ class Supervisor:
                     self.stop(self._late())
         if self.proc is not None:                     # Popen reaps the sandbox; -n: killed by signal n
             code = self.proc.poll()
-            if code is not None:
-                self.ended = (-code, None) if code < 0 else (None, code)
+            self.ended = None if code is None else (-code, None) if code < 0 else (None, code)
         else:
             pid, status = os.waitpid(self.pid, os.WNOHANG)
             if pid:
@@ -169,18 +150,18 @@ class Supervisor:
     def _late(self) -> Outcome:
         lim = self.limits
         if self.phase == "starting":
-            return Outcome(RUNTIME_ERROR, f"the grading process did not start within {lim.startup_limit_s:g} s "
-                           "(is the machine overloaded?); this is not the submission's time",
+            return Outcome(RUNTIME_ERROR, f"the grading process did not start within {lim.startup_limit_s:g} "
+                           "s (is the machine overloaded?); this is not the submission's time",
                            "grade it again when the machine is less busy")
         if self.phase == "loading":
-            what = f"loading (importing) the file took longer than {lim.import_limit_s:g} s"
-        elif self.phase == "bench":
-            what = f"the benchmark took longer than {lim.bench_limit_s:g} s"
-        elif time.monotonic() >= self.run.budget_end:
-            what = f"loading it and all cases took longer than {lim.import_limit_s + lim.total_limit_s:g} s"
-        else:
-            what = f"over the time limit of {lim.time_limit_s:g} s per case"
-        return Outcome(TIME_LIMIT, what, "an infinite loop, or far too much work?")
+            return Outcome(TIME_LIMIT, f"loading (importing) the file took longer than "
+                           f"{lim.import_limit_s:g} s", TOO_MUCH)
+        if self.phase == "bench":
+            return Outcome(TIME_LIMIT, f"the benchmark took longer than {lim.bench_limit_s:g} s", TOO_MUCH)
+        if time.monotonic() >= self.run.budget_end:
+            return Outcome(TIME_LIMIT, f"loading it and all cases took longer than "
+                           f"{lim.import_limit_s + lim.total_limit_s:g} s", TOO_MUCH)
+        return Outcome(TIME_LIMIT, f"over the time limit of {lim.time_limit_s:g} s per case", TOO_MUCH)
 
     def finish(self) -> int | None:
         """After `poll` said it ended: read what is left, record why it ended, clean up. Returns the case to
@@ -188,39 +169,37 @@ class Supervisor:
         isolation.kill(self.pid)                      # whatever it left in its group
         while self.read(self.res_fd) or self.read(self.out_fd):
             pass
-        for fd in (self.res_fd, self.out_fd):
-            os.close(fd)
-        shutil.rmtree(self.scratch, ignore_errors=True)
+        self._close()
+        run, lim = self.run, self.limits
         if self.phase == "done" and self.outcome is None:
             return None
         outcome = self.outcome or self._ended_how()
-        run = self.run
-        if self.phase in ("starting", "loading", "done"):
-            run.load = run.load or outcome
+        if self.phase != "cases":
+            if self.phase == "bench":
+                run.bench = {"error": outcome.message}
+            else:
+                run.load = run.load or outcome
             return None
-        if self.phase == "bench":
-            run.bench = {"error": outcome.message}
-            return None
-        run.stopped[self.next] = run.stopped.get(self.next) or outcome
-        rest, lim = self.next + 1, self.limits
-        if rest < self.run.total and run.restarts < lim.max_restarts and \
+        run.stopped.setdefault(self.next, outcome)
+        rest = self.next + 1
+        if rest < run.total and run.restarts < lim.max_restarts and \
                 time.monotonic() < run.budget_end - lim.time_limit_s:
             run.restarts += 1
             return rest
-        for i in range(rest, self.run.total):
+        for i in range(rest, run.total):
             run.stopped[i] = Outcome(SKIPPED, f"not run: case {self.next} ended the process")
         return None
 
     def _ended_how(self) -> Outcome:
         """Why a child that the judge did not stop ended: a signal, or an early exit."""
         sig, code = self.ended
-        if self.mode == isolation.BWRAP and code is not None and code > 128:    # bwrap passes a signal on
+        if self.run.mode == isolation.BWRAP and code is not None and code > 128:    # bwrap passes a signal on
             sig, code = code - 128, None
         if sig == signal.SIGKILL:
             return Outcome(MEMORY_LIMIT, "killed by the system (out of memory?)",
                            "the judge caps the memory a submission may allocate")
         if sig == signal.SIGXCPU:
-            return Outcome(TIME_LIMIT, "over the CPU time limit", "an infinite loop, or far too much work?")
+            return Outcome(TIME_LIMIT, "over the CPU time limit", TOO_MUCH)
         if sig is not None:
             name = signal.Signals(sig).name if sig in signal.Signals.__members__.values() else str(sig)
             return Outcome(RUNTIME_ERROR, f"crashed with {name}",
@@ -232,11 +211,10 @@ class Supervisor:
         """The judge itself is stopping (Ctrl-C, or a bug of its own): kill and reap the child now."""
         isolation.kill(self.pid)
         if self.ended is None:
-            if self.proc is not None:
-                self.proc.wait()
-            else:
-                os.waitpid(self.pid, 0)
-            self.ended = (signal.SIGKILL, None)
+            self.proc.wait() if self.proc is not None else os.waitpid(self.pid, 0)
+        self._close()
+
+    def _close(self) -> None:
         for fd in (self.res_fd, self.out_fd):
             try:
                 os.close(fd)
@@ -256,14 +234,14 @@ def _exec_in_sandbox(job: Job, res_w: int, out_w: int) -> subprocess.Popen:
                             env=env, start_new_session=True)
 
 
-def _fork(job: Job, cases, namespace, res_r: int, res_w: int, out_r: int, out_w: int) -> int:
+def _fork(job: Job, cases, namespace, parent_ends, res_w: int, out_w: int) -> int:
     for stream in (sys.stdout, sys.stderr):           # nothing buffered may be printed twice
         if stream is not None:
             stream.flush()
     pid = os.fork()
     if pid == 0:
-        os.close(res_r)
-        os.close(out_r)
+        for fd in parent_ends:
+            os.close(fd)
         from .child import fork_main
 
         fork_main(job, cases, namespace, res_w, out_w)

@@ -47,7 +47,8 @@ def make_scratch_repo(dest: Path) -> Path:
 def learner_env(**extra) -> dict:
     """The environment of a shell where the course's .venv is activated (its bin first on PATH); the status
     file is the scratch course's own, practice/.judge_status.json."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "PAGEDKV_JUDGE_STATUS")}
+    drop = ("PYTHONPATH", "PYTHONHOME", "PAGEDKV_JUDGE_STATUS")
+    env = {k: v for k, v in os.environ.items() if k not in drop}
     env["PATH"] = f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
     env["VIRTUAL_ENV"] = str(VENV_BIN.parent)
     env.update(extra)

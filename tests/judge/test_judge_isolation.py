@@ -146,8 +146,8 @@ def test_guards_refuse_every_hostile_behaviour_and_the_refusal_is_the_verdict(mo
         before = tree_digest(repo)
         unsandboxed = "" if mode == "bwrap" else " --no-sandbox"
         t0 = time.monotonic()
-        done = sh(f"python practice/judge.py 122 {' '.join(files)} --jobs 2 --json --time-limit 1{unsandboxed}",
-                  repo, timeout=300)
+        done = sh(f"python practice/judge.py 122 {' '.join(files)} --jobs 2 --json --time-limit 1"
+                  f"{unsandboxed}", repo, timeout=300)
         elapsed = time.monotonic() - t0
     finally:
         listener.close()

@@ -33,7 +33,7 @@ from collections import deque
 
 from pagedkv_lib.core.block_manager import BlockManager
 from pagedkv_lib.core.sequence import Sequence
-from pagedkv_lib.judge.compare import show
+from pagedkv_lib.judge.cases.compare import show
 from pagedkv_lib.judge.outcome import Outcome, wrong
 
 from . import Case

@@ -16,7 +16,7 @@ import os
 
 import torch
 
-from pagedkv_lib.judge.compare import show
+from pagedkv_lib.judge.cases.compare import show
 
 NEEDS_GPU = ("the benchmark runs natively on a CUDA GPU: python practice/judge.py {id} --device cuda --bench "
              "(on this device the kernels run in Triton's interpreter, far too slow to time)")

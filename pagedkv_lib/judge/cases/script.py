@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from pagedkv_lib.judge.compare import diff, show
+from pagedkv_lib.judge.cases.compare import diff, show
 from pagedkv_lib.judge.outcome import ForbiddenCall, Outcome, wrong
 
 from . import observe

@@ -1,6 +1,6 @@
 """Submissions the judge must reject, each with the verdict and the hint it must give.
 
-- exNNN.py: the planted bugs of exercise NNN, `PLANTS[name] = Plant(edits, verdict, hint[, interpreter_only])`:
+- exNNN.py: the planted bugs of exercise NNN, PLANTS[name] = Plant(edits, verdict, hint[, interpreter_only]):
   a copy of the reference solution with one classic mistake. `edits` are (text in the solution, its buggy
   replacement) pairs, each text occurring exactly once in the solution, or (text, replacement, n) for a text
   that occurs n times, all replaced (the test says so when a solution changes). Every clause of a contract
