@@ -1,6 +1,7 @@
 """The engine's concepts, one per module: what a real serving engine (nano-vllm, vLLM) holds.
 
 block_pool (physical blocks, free queue, ref counts), block_manager (prefix cache over a BlockPool),
+radix_cache and radix_block_manager (SGLang's radix-tree prefix cache over a BlockPool),
 copy_on_write, sequence, slot_mapping, kv_cache, kv_quant (the FP8 cache's quantize/dequantize and
 scales), store_kvcache and paged_attention (PyTorch references of the kernels), model_inputs
 (prepare_prefill / prepare_decode), validation (argument checks).

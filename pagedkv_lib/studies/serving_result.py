@@ -10,7 +10,7 @@ The summaries follow the PagedAttention paper where it defines one (Kwon et al.,
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -32,6 +32,10 @@ class ServingResult:
     finish_step: np.ndarray       # [R] step of the last token
     num_preemptions: int
     recomputed_tokens: int        # tokens whose KV was dropped by a preemption and computed again
+    preemption: str = "recompute"  # or "swap" (serving_sim.PREEMPTION_MODES)
+    swapped_tokens: int = 0       # tokens whose KV went to host memory and came back
+    preempted_lengths: np.ndarray = field(                     # [preemptions] tokens held when preempted
+        default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     @property
     def num_steps(self) -> int:

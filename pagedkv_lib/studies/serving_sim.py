@@ -6,8 +6,16 @@ Each step, every running request gains one token (continuous batching, Orca / vL
 waiting requests FIFO while memory allows. Policies (`policies.POLICY_KEYS`):
   "paged":       a request holds ceil(num_tokens / block_size) blocks, allocated as it grows (nano-vllm's
                  `may_append`); when a running request cannot grow, the NEWEST running request is preempted
-                 by recompute (its blocks freed, it goes back to the FRONT of the queue, its tokens recomputed
-                 on re-admission), and nobody is admitted that step, as in vLLM V1's scheduler.
+                 and nobody is admitted that step. `preemption` says what happens to its K/V:
+                   "recompute" (the default, vLLM V1's scheduler): its blocks are freed, it goes back to the
+                       FRONT of the queue, and its tokens are recomputed on re-admission;
+                   "swap" (vLLM V0's `PreemptionMode.SWAP`, `vllm/core/scheduler.py`): its K/V goes to host
+                       memory and its blocks are freed; it joins the END of a swapped queue, served FIFO in a
+                       step that preempted nobody, and nobody waiting is admitted in a step that began with a
+                       request swapped out (V0's `_schedule_default`); swapping in takes the blocks an
+                       admission would.
+                 Both record each preempted length (`ServingResult.preempted_lengths`), so that
+                 `swap_or_recompute.preemption_seconds` can price the run either way.
   "orca_max", "orca_pow2", "orca_oracle": one buddy-allocated chunk per request, sized at admission
                  (`reserving_sim.simulate_reserving`): the pre-vLLM systems of the PagedAttention paper.
                  With max_len a power of two, "orca_max" is the plain reservation of budget // max_len slots.
@@ -31,6 +39,7 @@ from pagedkv_lib.studies.serving_result import ServingResult
 from pagedkv_lib.studies.workload import arrival_steps
 
 SERVING_POLICIES = POLICY_KEYS
+PREEMPTION_MODES = ("recompute", "swap")
 
 
 class _Scheduler:
@@ -46,7 +55,8 @@ class _Scheduler:
         self.order: list[int] = []          # admission order; finished ids are skipped lazily
         self.phase_count = [0] * block_size  # running requests per phase (L0 - t0) % block_size
         self.leaving: list[tuple[int, int, int]] = []  # heap of (finish step, id, admission step)
-        self.num_running = self.used = self.num_preemptions = self.recomputed = 0
+        self.num_running = self.used = self.num_preemptions = self.recomputed = self.swapped = 0
+        self.preempted_lengths: list[int] = []
 
     def length(self, rid: int, t: int) -> int:
         return self.num_tokens[rid] + t - self.start[rid]
@@ -74,8 +84,9 @@ class _Scheduler:
         self.num_running -= 1
         self.used -= length
 
-    def preempt_newest(self, t: int) -> tuple[int, bool]:
-        """Preempt by recompute before step t's growth; returns the id and whether it was due a block."""
+    def preempt_newest(self, t: int, swap: bool = False) -> tuple[int, bool]:
+        """Preempt before step t's growth (by recompute, or by swap); returns the id and whether it was due a
+        block."""
         while not self.running[self.order[-1]]:
             self.order.pop()
         rid = self.order.pop()
@@ -83,7 +94,11 @@ class _Scheduler:
         self._release(rid, length)
         self.num_tokens[rid] = length
         self.num_preemptions += 1
-        self.recomputed += length
+        self.preempted_lengths.append(length)
+        if swap:
+            self.swapped += length
+        else:
+            self.recomputed += length
         return rid, length % self.unit == 0
 
     def finish(self, t: int) -> list[int]:
@@ -99,16 +114,19 @@ class _Scheduler:
 
 def simulate_serving(requests, policy: str = "paged", *, budget_tokens: int, block_size: int = 16,
                      max_len: int = 4096, arrival_rate: float | None = None, seed: int = 0,
-                     max_num_seqs: int | None = None) -> ServingResult:
+                     max_num_seqs: int | None = None, preemption: str = "recompute") -> ServingResult:
     """Serve `requests` (`Request`s) under `policy` (one of SERVING_POLICIES) until all finish.
 
     Arrivals: all at step 0 if `arrival_rate` is None, else arrival_steps(R, arrival_rate, seed).
     A request admitted at step t is prefilled and gains its first token at t; it finishes at the step that
     brings it to prompt_len + output_len tokens. Budget and lengths are in tokens (slots); `block_size`
-    matters to paging only, `max_len` to the Orca policies only.
+    matters to paging only, `max_len` to the Orca policies only; so does `preemption` (PREEMPTION_MODES) to
+    paging: the Orca policies never preempt.
     """
     if policy not in SERVING_POLICIES:
         raise ValueError(f"policy: expected one of {SERVING_POLICIES}, got {policy!r}")
+    if preemption not in PREEMPTION_MODES:
+        raise ValueError(f"preemption: expected one of {PREEMPTION_MODES}, got {preemption!r}")
     for name, value in (("budget_tokens", budget_tokens), ("block_size", block_size), ("max_len", max_len)):
         check_positive_int(name, value)
     if max_num_seqs is not None:
@@ -131,24 +149,31 @@ def simulate_serving(requests, policy: str = "paged", *, budget_tokens: int, blo
     sched = _Scheduler(prompt, total, block_size, num_blocks)
     admit, finish = np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)
     waiting: deque[int] = deque()
+    swapped: deque[int] = deque()                              # preempted by swap, K/V in host memory
     series: dict[str, list[int]] = {"running": [], "waiting": [], "used": [], "allocated": []}
     next_arrival = done = t = 0
     while done < n:
-        if sched.num_running == 0 and not waiting and arrivals[next_arrival] > t:  # idle until next arrival
+        if sched.num_running == 0 and not waiting and not swapped and arrivals[next_arrival] > t:  # idle
             for key in series:
                 series[key].extend([0] * (arrivals[next_arrival] - t))
             t = arrivals[next_arrival]
         while next_arrival < n and arrivals[next_arrival] <= t:
             waiting.append(next_arrival)
             next_arrival += 1
-        demand, preempted = sched.demand(t), False
-        while demand > sched.free:  # the running cannot all grow: preempt the newest, by recompute
-            rid, was_due = sched.preempt_newest(t)
-            waiting.appendleft(rid)
+        demand, preempted, had_swapped = sched.demand(t), False, bool(swapped)
+        while demand > sched.free:  # the running cannot all grow: preempt the newest
+            rid, was_due = sched.preempt_newest(t, swap=preemption == "swap")
+            if preemption == "swap":
+                swapped.append(rid)
+            else:
+                waiting.appendleft(rid)
             demand -= was_due
             preempted = True
         sched.free -= demand
-        while not preempted and waiting and sched.num_running < max_seqs \
+        while not preempted and swapped and sched.num_running < max_seqs \
+                and sched.admission_cost(swapped[0]) <= sched.free:
+            sched.admit(swapped.popleft(), t)                   # swap in: blocks back, nothing recomputed
+        while not preempted and not had_swapped and waiting and sched.num_running < max_seqs \
                 and sched.admission_cost(waiting[0]) <= sched.free:
             rid = waiting.popleft()
             sched.admit(rid, t)
@@ -156,7 +181,7 @@ def simulate_serving(requests, policy: str = "paged", *, budget_tokens: int, blo
                 admit[rid] = t
         sched.used += sched.num_running  # every running request gains one token
         series["running"].append(sched.num_running)
-        series["waiting"].append(len(waiting))
+        series["waiting"].append(len(waiting) + len(swapped))
         series["used"].append(sched.used)
         series["allocated"].append((num_blocks - sched.free) * block_size)
         gone = sched.finish(t)
@@ -169,5 +194,6 @@ def simulate_serving(requests, policy: str = "paged", *, budget_tokens: int, blo
         num_running=np.array(series["running"]), num_waiting=np.array(series["waiting"]),
         used_tokens=np.array(series["used"]), allocated_tokens=np.array(series["allocated"]),
         arrival_step=arrival, admit_step=admit, finish_step=finish, num_preemptions=sched.num_preemptions,
-        recomputed_tokens=sched.recomputed,
+        recomputed_tokens=sched.recomputed, preemption=preemption, swapped_tokens=sched.swapped,
+        preempted_lengths=np.array(sched.preempted_lengths, dtype=np.int64),
     )

@@ -19,6 +19,8 @@ _KQ = "pagedkv_lib.core.kv_quant"
 _KS = "pagedkv_lib.kernels.triton_store_kvcache"                     # Triton kernels
 _KD = "pagedkv_lib.kernels.triton_decode_attention"
 _KP = "pagedkv_lib.kernels.triton_prefill_attention"
+_KT = "pagedkv_lib.kernels.triton_primer"
+_PUZZLES = ("gather_rows", "scale_columns", "row_softmax", "scores")
 CARDS = (
     card(121, "kv_memory_budget", "KV memory budget", "easy", "01 Why paging",
          {n: f"{_M}:{n}" for n in ("kv_bytes_per_token", "paged_concurrency", "reserved_concurrency")}),
@@ -76,4 +78,16 @@ CARDS = (
           "gather_kv_dequant": f"{_KQ}:gather_kv_dequant"},
          forbidden=(f"{_KQ}:quantize_fp8", f"{_KQ}:dequantize_fp8",
                     "pagedkv_lib.core.kv_cache:gather_kv")),
+    card(135, "triton_primer_puzzles", "Triton primer puzzles", "medium", "09 Triton primer",
+         {f"{p}_triton": f"{_KT}:{p}_reference" for p in _PUZZLES},
+         forbidden=tuple(f"{_KT}:{n}" for p in _PUZZLES for n in (f"{p}_triton", f"_{p}_kernel")),
+         time_limit_s=20.0, memory_limit_mb=None, devices=("cpu", "cuda"), triton=True,
+         reference=tuple(f"{_KT}:{n}" for p in _PUZZLES for n in (f"_{p}_kernel", f"{p}_triton"))),
+    card(136, "radix_cache", "Radix cache", "hard", "15 RadixAttention",
+         {"RadixCache": "pagedkv_lib.core.radix_cache:RadixCache"},
+         forbidden=("pagedkv_lib.core.radix_block_manager:RadixBlockManager",)),
+    card(137, "kv_transfer", "KV transfer between instances", "medium", "17 The KV cache across GPUs",
+         {"transfer_kv": "pagedkv_lib.distributed.kv_transfer:transfer_kv"},
+         forbidden=tuple(f"pagedkv_lib.distributed.kv_transfer:{n}"
+                         for n in ("gather_blocks", "scatter_blocks", "receive_blocks"))),
 )

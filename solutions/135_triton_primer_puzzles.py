@@ -1,0 +1,224 @@
+"""Exercise 135 (medium): Triton primer puzzles. Notebook 09, "Triton primer".
+Grade: python practice/judge.py 135                          (Triton's interpreter on the CPU, small shapes)
+       python practice/judge.py 135 --device cuda             (natively on a GPU, larger shapes)
+
+Four small kernels, each with its launcher; each rehearses something the course's kernels need (notebooks
+10-12). Every launcher writes into the `out` it is given, in place; the judge puts `out` between NaN guard
+blocks (a write past its end, or before its start, is caught) and fills it with NaN first (an element never
+written is caught). Sizes are awkward on purpose: never a multiple of a block, never a power of two.
+The PyTorch specs are in the notebook (`pagedkv_lib.kernels.triton_primer.<name>_spec`).
+Shapes: docs/conventions.md for the course's letters; each function names its own sizes.
+
+In Triton's interpreter (the CPU) two things differ from a GPU; compute so that both give the same answer:
+- bf16 arithmetic is wrong there, `tl.dot` included (it multiplies the raw bits): convert with
+  `.to(tl.float32)` before any arithmetic, and store the fp32 result (the store rounds it to out's dtype;
+  the interpreter rounds toward zero, a GPU to nearest: bf16 results are compared at one bf16 step).
+- a `tl.dot` accepts any tile there, while a GPU needs K >= 16 (and, up to triton 3.4, M and N >= 16): the
+  judge's CPU cases apply the GPU's rule, every dimension at least 16 (pagedkv_lib.kernels.triton_primer.
+  gpu_dot_rule).
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def gather_rows_kernel(
+    src_ptr,              # [R, W]: row r starts at r * src_stride, its W elements contiguous
+    src_stride,           # elements between two rows of src (W, or more for a view)
+    index_ptr,            # [T] int32 in [-1, R)
+    out_ptr,              # [T, W] contiguous
+    W,                    # elements in a row
+    BLOCK: tl.constexpr,  # next power of two >= W
+):
+    """Program t writes out[t]: src[index[t]], or zeros when index[t] == -1."""
+    # BEGIN SOLUTION
+    t = tl.program_id(0)
+    i = tl.load(index_ptr + t)                                        # read 1 index
+    offs = tl.arange(0, BLOCK)                                        # [BLOCK]
+    mask = offs < W                                                   # lanes W..BLOCK-1 belong to no row
+    safe = tl.maximum(i, 0).to(tl.int64)                              # never follow -1
+    row = tl.load(src_ptr + safe * src_stride + offs, mask=mask, other=0.0)  # read W
+    row = tl.where(i >= 0, row, 0.0)                                  # index -1: zeros
+    tl.store(out_ptr + t.to(tl.int64) * W + offs, row, mask=mask)     # write W
+    # END SOLUTION
+
+
+def gather_rows_triton(src: torch.Tensor, index: torch.Tensor, out: torch.Tensor) -> None:
+    """out[t] = src[index[t]] for every t, and out[t] = 0 where index[t] == -1: in place, by a kernel.
+
+    Args:
+        src: [R, W] float (fp32, fp16 or bf16), on the kernel's device. Each row's W elements are contiguous
+            (stride(1) == 1), but rows are src.stride(0) apart, which may be more than W (a column slice of a
+            wider tensor). Read-only.
+        index: [T] int32, every value in [-1, R). Read-only.
+        out: [T, W] contiguous, src's dtype and device. Written in place: every element, nothing outside it.
+    Returns: None. One program per output row (grid (T,)); W need not be a power of two.
+    Example: src = [[1, 2, 3], [4, 5, 6]], index = [1, -1, 0] -> out = [[4, 5, 6], [0, 0, 0], [1, 2, 3]].
+    """
+    # BEGIN SOLUTION
+    T, W = out.shape
+    if T == 0:
+        return
+    gather_rows_kernel[(T,)](src, src.stride(0), index, out, W, BLOCK=triton.next_power_of_2(W))
+    # END SOLUTION
+
+
+@triton.jit
+def scale_columns_kernel(
+    x_ptr,                  # [M, N]: x[i, j] at i * stride_xm + j * stride_xn
+    stride_xm,
+    stride_xn,
+    w_ptr,                  # [N] contiguous
+    out_ptr,                # [M, N] contiguous
+    M,
+    N,
+    BLOCK_M: tl.constexpr,  # rows of a tile
+    BLOCK_N: tl.constexpr,  # columns of a tile
+):
+    """Program (a, b) writes the tile of out at rows a*BLOCK_M.., columns b*BLOCK_N..: x * w there."""
+    # BEGIN SOLUTION
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)         # [BLOCK_M]
+    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)         # [BLOCK_N]
+    mask = (rows[:, None] < M) & (cols[None, :] < N)                  # [BLOCK_M, BLOCK_N]
+    x = tl.load(x_ptr + rows[:, None] * stride_xm + cols[None, :] * stride_xn, mask=mask, other=0.0)
+    w = tl.load(w_ptr + cols, mask=cols < N, other=0.0)               # [BLOCK_N]
+    y = x.to(tl.float32) * w.to(tl.float32)[None, :]                  # [BLOCK_M, BLOCK_N]
+    tl.store(out_ptr + rows[:, None] * N + cols[None, :], y, mask=mask)
+    # END SOLUTION
+
+
+def scale_columns_triton(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor) -> None:
+    """out[i, j] = x[i, j] * w[j]: in place, by a kernel over a 2-D grid of tiles.
+
+    Args:
+        x: [M, N] float (fp32, fp16 or bf16) with ANY strides: a transposed view (y.T), a slice of a wider
+            tensor (y[:, 3:40]), or contiguous. Read-only.
+        w: [N] contiguous, x's dtype. Read-only.
+        out: [M, N] contiguous, x's dtype. Written in place: every element, nothing outside it. The product is
+            computed in fp32 and rounded once to out's dtype (compared at one step of that dtype).
+    Returns: None. A 2-D grid: one program per BLOCK_M x BLOCK_N tile, triton.cdiv(M, BLOCK_M) x
+        triton.cdiv(N, BLOCK_N) programs.
+    Example: x = [[1, 2], [3, 4]].T (so x = [[1, 3], [2, 4]]), w = [10, 100] -> out = [[10, 300], [20, 400]].
+    """
+    # BEGIN SOLUTION
+    M, N = x.shape
+    if M == 0 or N == 0:
+        return
+    BLOCK_M, BLOCK_N = 16, 16
+    grid = (triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))
+    scale_columns_kernel[grid](x, x.stride(0), x.stride(1), w, out, M, N, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N)
+    # END SOLUTION
+
+
+@triton.jit
+def row_softmax_kernel(
+    x_ptr,                # [R, C]: row r starts at r * x_stride, contiguous
+    x_stride,             # elements between two rows of x
+    lengths_ptr,          # [R] int32 in [0, C]
+    out_ptr,              # [R, C] contiguous
+    C,                    # columns
+    BLOCK: tl.constexpr,  # columns per step of the loops
+):
+    """Program r writes out[r]: the softmax of x[r, :n] (n = lengths[r], read here), then zeros."""
+    # BEGIN SOLUTION
+    r = tl.program_id(0).to(tl.int64)
+    n = tl.load(lengths_ptr + r)                                      # a runtime loop bound
+    offs = tl.arange(0, BLOCK)                                        # [BLOCK]
+    m = float("-inf")                                                 # running max
+    total = 0.0                                                       # sum of exp(x - m) so far
+    for start in range(0, n, BLOCK):
+        inside = start + offs < n
+        x = tl.load(x_ptr + r * x_stride + start + offs, mask=inside, other=float("-inf")).to(tl.float32)
+        m_new = tl.maximum(m, tl.max(x, axis=0))
+        total = total * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new), axis=0)
+        m = m_new
+    for start in range(0, n, BLOCK):                                  # n = 0: no step, no 0 / 0
+        inside = start + offs < n
+        x = tl.load(x_ptr + r * x_stride + start + offs, mask=inside, other=float("-inf")).to(tl.float32)
+        tl.store(out_ptr + r * C + start + offs, tl.exp(x - m) / total, mask=inside)
+    for start in range(n, C, BLOCK):                                  # the rest of the row: zeros
+        tl.store(out_ptr + r * C + start + offs, tl.zeros([BLOCK], tl.float32), mask=start + offs < C)
+    # END SOLUTION
+
+
+def row_softmax_triton(x: torch.Tensor, lengths: torch.Tensor, out: torch.Tensor) -> None:
+    """Row r of out: softmax of x[r, :lengths[r]], then zeros. In place, one program per row.
+
+    Args:
+        x: [R, C] float (fp32, fp16 or bf16); each row contiguous (stride(1) == 1), rows x.stride(0) apart.
+            Past a row's length x holds garbage (NaN, inf) that must not change the result. Scores may be
+            large or very negative (-300: exp underflows to 0 unless the row's max is subtracted). Read-only.
+        lengths: [R] int32, each in [0, C]. Read-only.
+        out: [R, C] contiguous, x's dtype. Written in place, every element: out[r, :n] = softmax(x[r, :n])
+            computed in fp32 (n = lengths[r]), out[r, n:] = 0; a row of length 0 is all zeros.
+            Compared at atol 1e-6, rtol one step of the dtype.
+    Returns: None. Each program loops over its row in chunks of BLOCK columns, to a bound it loads from
+        `lengths` (a runtime value: no recompilation per length).
+    Example: x = [[0, ln 3, nan]], lengths = [2] -> out = [[0.25, 0.75, 0]].
+    """
+    # BEGIN SOLUTION
+    R, C = x.shape
+    if R == 0:
+        return
+    row_softmax_kernel[(R,)](x, x.stride(0), lengths, out, C, BLOCK=32)
+    # END SOLUTION
+
+
+@triton.jit
+def scores_kernel(
+    q_ptr,                  # [M, D]: q[i, d] at i * stride_qm + d * stride_qd
+    stride_qm,
+    stride_qd,
+    k_ptr,                  # [N, D]: k[j, d] at j * stride_kn + d * stride_kd
+    stride_kn,
+    stride_kd,
+    out_ptr,                # [M, N] float32 contiguous
+    M,
+    N,
+    D,
+    BLOCK_M: tl.constexpr,  # >= M, >= 16
+    BLOCK_N: tl.constexpr,  # keys per program, >= 16
+    BLOCK_D: tl.constexpr,  # >= D, >= 16
+):
+    """Program b writes out[:, b*BLOCK_N : (b+1)*BLOCK_N] = q @ k[b*BLOCK_N ..]^T, by one tl.dot."""
+    # BEGIN SOLUTION
+    offs_m = tl.arange(0, BLOCK_M)                                    # [BLOCK_M]
+    offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)       # [BLOCK_N]
+    offs_d = tl.arange(0, BLOCK_D)                                    # [BLOCK_D]
+    q_mask = (offs_m[:, None] < M) & (offs_d[None, :] < D)
+    k_mask = (offs_n[:, None] < N) & (offs_d[None, :] < D)
+    q = tl.load(q_ptr + offs_m[:, None] * stride_qm + offs_d[None, :] * stride_qd, mask=q_mask, other=0.0)
+    k = tl.load(k_ptr + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kd, mask=k_mask, other=0.0)
+    s = tl.dot(q.to(tl.float32), tl.trans(k.to(tl.float32)))          # [BLOCK_M, BLOCK_N]
+    out_mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+    tl.store(out_ptr + offs_m[:, None] * N + offs_n[None, :], s, mask=out_mask)
+    # END SOLUTION
+
+
+def scores_triton(q: torch.Tensor, k: torch.Tensor, out: torch.Tensor) -> None:
+    """out = q @ k^T with fp32 accumulation: in place, by tl.dot.
+
+    Args:
+        q: [M, D] fp16 or bf16 with any strides, M from 1 to 16 (the query heads of one GQA group). Read-only.
+        k: [N, D] q's dtype with any strides (the keys of one KV head, or a transposed view). Read-only.
+        out: [M, N] float32 contiguous. Written in place, every element, nothing outside it. Compared at
+            atol 1e-4, rtol 1e-4 (the order of a sum may differ).
+    Returns: None. Use tl.dot and tl.trans, with every dimension of the tile at least 16: pad M and D up
+        (e.g. BLOCK_M = max(16, triton.next_power_of_2(M))) and mask the padding. On the CPU the judge runs
+        your kernel under the GPU's rule, so a smaller tile raises there too. Give tl.dot fp32 operands
+        (`.to(tl.float32)`): the interpreter's bf16 dot is wrong, and every fp16 or bf16 value is exact in
+        fp32 (and in a GPU's tf32), so the products stay exact.
+    Example: q = [[1, 0]], k = [[1, 2], [3, 4], [5, 6]] -> out = [[1, 3, 5]].
+    """
+    # BEGIN SOLUTION
+    (M, D), N = q.shape, k.shape[0]
+    if M == 0 or N == 0:
+        return
+    BLOCK_N = 16
+    BLOCK_M = max(16, triton.next_power_of_2(M))
+    BLOCK_D = max(16, triton.next_power_of_2(D))
+    scores_kernel[(triton.cdiv(N, BLOCK_N),)](q, q.stride(0), q.stride(1), k, k.stride(0), k.stride(1), out,
+                                              M, N, D, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_D=BLOCK_D)
+    # END SOLUTION

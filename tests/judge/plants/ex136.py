@@ -1,0 +1,92 @@
+# ruff: noqa: E501  (planted bugs quote whole lines of the solutions)
+"""Planted bugs of exercise 136 (radix cache), each breaking one clause of the contract."""
+from plants import RE, WA, Plant
+
+PLANTS = {
+    'split_loses_the_tail': Plant([
+        ('        head.children[self._child_key(child.key)] = child\n',
+         ''),
+    ], WA, 'a split keeps the tail'),
+    'match_does_not_split': Plant([
+        ('            ends_inside = n < len(child.key)\n            if ends_inside:\n                child = self._split_node(child, n)\n',
+         '            ends_inside = n < len(child.key)\n'),
+    ], WA, 'splits it there'),
+    'split_without_the_locks': Plant([
+        ('        head.lock_ref, head.last_access_time = child.lock_ref, child.last_access_time',
+         '        head.last_access_time = child.last_access_time'),
+    ], WA, "inherits the child's lock_ref"),
+    'token_by_token_at_block_size_4': Plant([
+        ('        key = list(token_ids[: len(token_ids) // self.block_size * self.block_size])',
+         '        key = list(token_ids)'),
+        ('        S, n = self.block_size, 0\n        while n + S <= min(len(a), len(b)) and a[n : n + S] == b[n : n + S]:\n            n += S\n        return n',
+         '        n = 0\n        while n < min(len(a), len(b)) and a[n] == b[n]:\n            n += 1\n        return n'),
+    ], WA, 'match whole blocks only'),
+    'insert_returns_the_new_tokens': Plant([
+        ('        return cached\n',
+         '        return len(token_ids) - cached\n'),
+    ], WA, 'the number of tokens that were already cached'),
+    'leaf_adopts_every_block': Plant([
+        ('            key, value = key[n:], value[n // self.block_size:]',
+         '            key = key[n:]'),
+    ], WA, 'the new leaf holds only'),
+    'insert_checks_no_length': Plant([
+        ('        if len(token_ids) != len(blocks) * self.block_size:\n            raise ValueError(',
+         '        if False:\n            raise ValueError('),
+    ], WA, 'insert raises ValueError'),
+    'lru_by_insertion': Plant([
+        ('            child.last_access_time = self.clock\n            node, cached = child, cached + n',
+         '            node, cached = child, cached + n'),
+        ('            child.last_access_time = self.clock\n            blocks += child.value',
+         '            blocks += child.value'),
+    ], WA, 'not by creation'),
+    'match_does_not_refresh': Plant([
+        ('            child.last_access_time = self.clock\n            blocks += child.value',
+         '            blocks += child.value'),
+    ], WA, 'match_prefix stamps last_access_time'),
+    'evicts_inner_nodes': Plant([
+        ('            if not node.children and node.lock_ref == 0:\n                leaves.append(node)',
+         '            if node.lock_ref == 0:\n                leaves.append(node)'),
+        ('        while stack:\n            node = stack.pop()\n            stack.extend(node.children.values())',
+         '        while stack:\n            node = stack.pop(0)\n            stack.extend(node.children.values())'),
+        ('            del parent.children[self._child_key(leaf.key)]',
+         '            parent.children.pop(self._child_key(leaf.key), None)'),
+    ], WA, 'evict only leaves'),
+    'evicts_a_locked_node': Plant([
+        ('            if not node.children and node.lock_ref == 0:\n                leaves.append(node)',
+         '            if not node.children:\n                leaves.append(node)'),
+        ('            if parent is not self.root_node and not parent.children and parent.lock_ref == 0:',
+         '            if parent is not self.root_node and not parent.children:'),
+    ], WA, 'never evict a locked node'),
+    'parent_never_joins': Plant([
+        ('                heapq.heappush(heap, (parent.last_access_time, tie, parent))\n',
+         '                pass\n'),
+    ], WA, 'it can be evicted in the same call'),
+    'evicts_everything': Plant([
+        ('        while freed < num_blocks and heap:',
+         '        while heap:'),
+    ], WA, 'stop as soon as'),
+    'frees_blocks_last_first': Plant([
+        ('            self.pool.free(leaf.value)',
+         '            self.pool.free(leaf.value[::-1])'),
+    ], WA, 'in key order'),
+    'lock_only_the_node': Plant([
+        ('            node.lock_ref += 1\n            node = node.parent',
+         '            node.lock_ref += 1\n            break'),
+        ('                self._protected -= len(node.value)\n            node = node.parent',
+         '                self._protected -= len(node.value)\n            break'),
+    ], WA, 'up to (not including) the root'),
+    'unlock_goes_below_zero': Plant([
+        ('            if walk.lock_ref == 0:\n                raise ValueError("dec_lock_ref: a node on the path holds no lock")\n',
+         ''),
+    ], WA, 'dec_lock_ref raises ValueError'),
+    'sizes_in_tokens': Plant([
+        ('        return self._evictable\n',
+         '        return self._evictable * self.block_size\n'),
+    ], WA, 'count BLOCKS (not tokens)'),
+    'root_evicted': Plant([
+        ('        self.root_node.lock_ref = 1\n',
+         ''),
+        ('            if parent is not self.root_node and not parent.children and parent.lock_ref == 0:',
+         '            if not parent.children and parent.lock_ref == 0:'),
+    ], RE, 'NoneType'),
+}
