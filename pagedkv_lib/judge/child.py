@@ -1,14 +1,13 @@
 """The graded child: limits, guard, the submission, then every case, each reported as a message (protocol.py).
 
 It starts one of two ways (isolation.py): exec'd inside bubblewrap as `python -m pagedkv_lib.judge.child
-JOB_JSON --result-fd N` (it builds the cases itself, from the seed), or as a fork of the judge (`fork_main`:
+JOB_JSON RESULT_FD` (it builds the cases itself, from the seed), or as a fork of the judge (`fork_main`:
 it inherits the cases, and a notebook's globals). Either way `serve` closes the library's answers, sets the
 resource limits and installs the guard BEFORE the submission is imported. The child never sees an expected
 result: the parent computes those.
 """
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import os
@@ -64,15 +63,12 @@ def serve(job: Job, channel: Channel, cases=None, namespace=None) -> None:
 
 
 def main(argv=None) -> None:
-    """`python -m pagedkv_lib.judge.child JOB_JSON --result-fd N` (inside bwrap); never returns."""
+    """`python -m pagedkv_lib.judge.child JOB_JSON RESULT_FD` (inside bwrap); never returns."""
     try:
-        parser = argparse.ArgumentParser(prog="python -m pagedkv_lib.judge.child")
-        parser.add_argument("job")
-        parser.add_argument("--result-fd", type=int, required=True)
-        args = parser.parse_args(argv)
+        job, result_fd = argv or sys.argv[1:]
         for stream in (sys.stdout, sys.stderr):       # a print before a hang or a crash still arrives
             stream.reconfigure(line_buffering=True, errors="replace")
-        serve(Job(**json.loads(args.job)), Channel(args.result_fd))
+        serve(Job(**json.loads(job)), Channel(int(result_fd)))
     finally:
         _exit()
 
@@ -82,8 +78,7 @@ def fork_main(job: Job, cases, namespace, res_fd: int, out_fd: int) -> None:
     try:
         os.setsid()                                   # its own session and group: the parent kills the group
         isolation.die_with_parent()
-        _redirect_output(out_fd)
-        _blind_inherited_fds(keep=(0, 1, 2, res_fd))
+        _own_descriptors(res_fd, out_fd)
         serve(job, Channel(res_fd), cases, namespace)
     finally:
         _exit()
@@ -102,31 +97,22 @@ def _exit() -> None:
     os._exit(0)
 
 
-def _redirect_output(out_fd: int) -> None:
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.dup2(out_fd, 1)
-    os.dup2(out_fd, 2)
-    os.close(out_fd)
-    sys.stdin = io.StringIO()
-    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), line_buffering=True, errors="replace")
-    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), line_buffering=True, errors="replace")
-
-
-def _blind_inherited_fds(keep) -> None:
-    """Point every descriptor a fork inherits (the judge's terminal, other children's pipes, a notebook's
-    sockets) at /dev/null; dup2 rather than close, so no number is freed for an old file object to close."""
-    try:
-        fds = [int(fd) for fd in os.listdir("/proc/self/fd")]
-    except OSError:
-        fds = list(range(3, 256))
+def _own_descriptors(res_fd: int, out_fd: int) -> None:
+    """In a fork: stdout and stderr to the output pipe, every other descriptor it inherited (the judge's
+    terminal, other children's pipes, a notebook's sockets, stdin) pointed at /dev/null; dup2 rather than
+    close, so no number is freed for an old file object to close later."""
     null = os.open(os.devnull, os.O_RDWR)
-    for fd in fds:
-        if fd not in keep and fd != null:
+    for fd in map(int, os.listdir("/dev/fd")):
+        if fd not in (res_fd, out_fd, null):
             try:
                 os.dup2(null, fd)
             except OSError:
                 pass
+    for fd in (1, 2):
+        os.dup2(out_fd, fd)
+    sys.stdin = io.StringIO()
+    sys.stdout, sys.stderr = (io.TextIOWrapper(io.FileIO(fd, "w", closefd=False), line_buffering=True,
+                                               errors="replace") for fd in (1, 2))
 
 
 if __name__ == "__main__":

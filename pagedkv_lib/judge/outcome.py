@@ -23,8 +23,9 @@ VERDICTS = (PASSED, WRONG_ANSWER, RUNTIME_ERROR, TIME_LIMIT, MEMORY_LIMIT, NOT_I
 CODES = {PASSED: "ok", WRONG_ANSWER: "WA", RUNTIME_ERROR: "RE", TIME_LIMIT: "TLE", MEMORY_LIMIT: "MLE",
          NOT_IMPLEMENTED: "NI", TAMPERING: "TAMP", SKIPPED: "--"}
 _OOM_WORDS = ("can't allocate memory", "out of memory", "cannot allocate memory")
-_DOT16 = ("on a GPU (and in triton < 3.4's interpreter) every dimension of a tl.dot is at least 16: pad the "
-          "tile (e.g. BLOCK_G = max(16, next power of two >= G)) and mask the extra rows")
+_DOT16 = ("Triton before 3.5 compiles a tl.dot for a GPU only when each of its dimensions is at least 16 "
+          "(from 3.5 the inner one; triton < 3.3's interpreter checks it too): pad the tile (e.g. BLOCK_G = "
+          "max(16, next power of two >= G)) and mask the extra rows")
 _EXCEPTION_HINTS = (  # words in an exception's text -> the hint (Triton's known refusals)
     (("Input shapes should have M >=",), _DOT16),
     (("must be >= 16", "input shape"), _DOT16),

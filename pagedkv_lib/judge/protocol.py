@@ -116,10 +116,11 @@ def to_plain(value):
             return {k: to_plain(v) for k, v in value.items()}
         return {"__pairs__": [[to_plain(k), to_plain(v)] for k, v in value.items()]}
     if type(value).__name__ == "Tensor":
-        t = value.detach().cpu().contiguous()
-        raw = t.reshape(-1).view(_torch().uint8).numpy().tobytes() if t.numel() else b""
-        return {"__tensor__": [str(t.dtype).removeprefix("torch."), list(t.shape),
-                               base64.b64encode(raw).decode()]}
+        import torch
+
+        flat = value.detach().cpu().contiguous().reshape(-1)
+        return {"__tensor__": [str(flat.dtype).removeprefix("torch."), list(value.shape),
+                               base64.b64encode(flat.view(torch.uint8).numpy().tobytes()).decode()]}
     return value
 
 
@@ -131,22 +132,16 @@ def from_plain(value):
         return value
     if len(value) == 1 and "__tuple__" in value:
         return tuple(from_plain(v) for v in value["__tuple__"])
-    if len(value) == 1 and "__pairs__" in value:
-        pairs = [from_plain(p) for p in value["__pairs__"]]
-        return {_key(p): p[1] for p in pairs if isinstance(p, list) and len(p) == 2}
+    if len(value) == 1 and "__pairs__" in value:       # a key that is a list, dict or tensor: TypeError
+        return {k: v for k, v in (from_plain(p) for p in value["__pairs__"])}
     if len(value) == 1 and "__tensor__" in value:
         return _tensor(value["__tensor__"])
     return {k: from_plain(v) for k, v in value.items()}
 
 
-def _key(pair):
-    if isinstance(pair[0], (list, dict)) or type(pair[0]).__name__ == "Tensor":
-        raise ProtocolError("a dict key that is not a plain value")
-    return pair[0]
-
-
 def _tensor(fields_):
-    torch = _torch()
+    import torch  # only when a tensor travels: a parent starts its children first
+
     try:
         dtype_name, shape, text = fields_
         dtype = getattr(torch, dtype_name)
@@ -158,12 +153,6 @@ def _tensor(fields_):
         return torch.frombuffer(bytearray(raw), dtype=dtype).reshape(shape)
     except (ValueError, TypeError, AttributeError, RuntimeError) as err:
         raise ProtocolError(f"not a tensor: {err}") from None
-
-
-def _torch():
-    import torch  # only when a tensor travels: a parent starts its children first
-
-    return torch
 
 
 class LineReader:

@@ -11,7 +11,6 @@ is kept, unless `--force` is given; then it is first copied to `<file>.bak-<time
     python -m pagedkv_lib.judge.stubs [ID ...]   write practice/ from solutions/ (every exercise, or those)
     python -m pagedkv_lib.judge.stubs --check    exit 1 if a COMMITTED stub differs from its solution's
     python -m pagedkv_lib.judge.stubs --force    also replace files that hold your work (with a backup)
-    python -m pagedkv_lib.judge.stubs --out DIR  write the stubs into DIR instead
 """
 from __future__ import annotations
 
@@ -23,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from .registry import EXERCISES, PRACTICE_DIR, ROOT
+from .registry import EXERCISES, ROOT
 
 BEGIN, END = "# BEGIN SOLUTION", "# END SOLUTION"
 _DEF = re.compile(r"^(\s*)(?:async\s+def|def|class)\s+(\w+)")
@@ -87,15 +86,13 @@ def shipped_stubs(exercise) -> set[str]:
     return texts - {None}
 
 
-def write_stub(exercise, out_dir: Path = PRACTICE_DIR, force: bool = False) -> str:
-    """Write one exercise's stub into `out_dir`, never losing a learner's file; says what it did."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    target, stub = out_dir / exercise.filename, stub_of(exercise)
+def write_stub(exercise, force: bool = False) -> str:
+    """Write one exercise's stub into practice/, never losing a learner's file; says what it did."""
+    target, stub = exercise.practice_path, stub_of(exercise)
     old = target.read_text(errors="replace") if target.exists() else None
     if old == stub:
         return f"unchanged {target}: it already is the stub"
-    learners = old is not None and not (out_dir.resolve() == PRACTICE_DIR.resolve()
-                                        and old in shipped_stubs(exercise))
+    learners = old is not None and old not in shipped_stubs(exercise)
     if learners and not force:
         return f"kept {target}: it holds your work (use --force to replace it; a backup is made first)"
     saved = backup(target) if learners else None
@@ -133,7 +130,6 @@ def main(argv=None) -> int:
     parser.add_argument("ids", nargs="*", type=int, help="exercise ids (default: all)")
     parser.add_argument("--check", action="store_true", help="exit 1 if a committed stub is out of date")
     parser.add_argument("--force", action="store_true", help="also replace your work (backed up first)")
-    parser.add_argument("--out", type=Path, default=PRACTICE_DIR, help="where to write the stubs")
     args = parser.parse_args(argv)
     if args.check:
         bad = drifted()
@@ -142,7 +138,7 @@ def main(argv=None) -> int:
         return 1 if bad else 0
     for ex in EXERCISES.values():
         if not args.ids or ex.id in args.ids:
-            print(write_stub(ex, args.out, args.force))
+            print(write_stub(ex, args.force))
     return 0
 
 

@@ -58,7 +58,8 @@ class Supervisor:
         self.res_fd, self.out_fd, self.open_fds = res_r, out_r, {res_r, out_r}   # open: not at end of file
         self.reader, self.phase, self.next = LineReader(), "starting", start
         self.outcome: Outcome | None = None           # why the judge ended it, once it did
-        self.ended: tuple | None = None               # (signal, exit code), once reaped
+        self.ended: tuple | None = None               # (signal, exit code), once it has exited
+        self.reaped = False                           # then its pid may name another process: never signal
         self.deadline = time.monotonic() + limits.startup_limit_s
         run.started = run.started or time.monotonic()
         run.isolation = isolation.DESCRIBE[run.mode] + (" + in-process guard" if limits.guards else "")
@@ -125,7 +126,8 @@ class Supervisor:
     def stop(self, outcome: Outcome) -> None:
         """End the child (and everything in its group or sandbox) with `outcome` as the reason."""
         self.outcome = self.outcome or outcome
-        isolation.kill(self.pid)
+        if not self.reaped:
+            isolation.kill(self.pid)
 
     def poll(self) -> bool:
         """Enforce the deadline; True once the child has ended and been reaped."""
@@ -137,14 +139,10 @@ class Supervisor:
                     isolation.kill(self.pid)          # finished, but slow to exit: nothing to report
                 else:
                     self.stop(self._late())
-        if self.proc is not None:                     # Popen reaps the sandbox; -n: killed by signal n
-            code = self.proc.poll()
-            self.ended = None if code is None else (-code, None) if code < 0 else (None, code)
-        else:
-            pid, status = os.waitpid(self.pid, os.WNOHANG)
-            if pid:
-                self.ended = (os.WTERMSIG(status), None) if os.WIFSIGNALED(status) else \
-                    (None, os.WEXITSTATUS(status))
+        gone = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)   # not reaped yet
+        if gone is not None and gone.si_pid == self.pid:
+            signalled = gone.si_code in (os.CLD_KILLED, os.CLD_DUMPED)
+            self.ended = (gone.si_status, None) if signalled else (None, gone.si_status)
         return self.ended is not None
 
     def _late(self) -> Outcome:
@@ -166,7 +164,8 @@ class Supervisor:
     def finish(self) -> int | None:
         """After `poll` said it ended: read what is left, record why it ended, clean up. Returns the case to
         restart from in a new child, or None."""
-        isolation.kill(self.pid)                      # whatever it left in its group
+        isolation.kill(self.pid)                      # whatever it left in its group, before its pid is free
+        self._reap()
         while self.read(self.res_fd) or self.read(self.out_fd):
             pass
         self._close()
@@ -209,10 +208,14 @@ class Supervisor:
 
     def abort(self) -> None:
         """The judge itself is stopping (Ctrl-C, or a bug of its own): kill and reap the child now."""
-        isolation.kill(self.pid)
-        if self.ended is None:
-            self.proc.wait() if self.proc is not None else os.waitpid(self.pid, 0)
+        self.stop(Outcome(RUNTIME_ERROR, "the judge stopped"))
+        self._reap()
         self._close()
+
+    def _reap(self) -> None:
+        if not self.reaped:
+            self.proc.wait() if self.proc is not None else os.waitpid(self.pid, 0)
+            self.reaped = True
 
     def _close(self) -> None:
         for fd in (self.res_fd, self.out_fd):
@@ -229,7 +232,7 @@ def _exec_in_sandbox(job: Job, res_w: int, out_w: int) -> subprocess.Popen:
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", PYTHONPATH=path,
                TRITON_INTERPRET="1" if job.device == "cpu" else "0")
     argv = [*isolation.bwrap_argv(job.scratch, job.device), sys.executable, "-m", "pagedkv_lib.judge.child",
-            job.to_json(), "--result-fd", str(res_w)]
+            job.to_json(), str(res_w)]
     return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w, pass_fds=(res_w,),
                             env=env, start_new_session=True)
 
