@@ -1,8 +1,9 @@
 """How long grading takes: `judge.py 127` on a correct submission vs `python -c "import torch"`.
 
-The target (the judge issue): the median wall time of grading a correct exercise 127 is at most 2x the
-median of a bare `import torch` on the same machine. Runs alternate between the two commands so that load
-changes on the machine hit both alike.
+The target: the median wall time of grading a correct exercise 127 is at most 1.3 times the median of a bare
+`import torch` on the same machine. Grading takes one torch import in the judge and one in the sandboxed
+child, in parallel (the child starts first), so the target holds on a machine with two free cores. Runs
+alternate between the two commands so that load changes on the machine hit both alike.
 
     python benchmarks/bench_judge.py [--runs 7] [--exercise 127]
 """
@@ -45,7 +46,7 @@ def main(argv=None) -> None:
     print(f"python -c 'import torch'           median {t:.2f} s  ({', '.join(f'{x:.2f}' for x in torch_s)})")
     print(f"judge.py {args.exercise} (correct solution)    median {j:.2f} s  "
           f"({', '.join(f'{x:.2f}' for x in judge_s)})")
-    print(f"ratio judge / import torch: {j / t:.2f}  (target <= 2.00)")
+    print(f"ratio judge / import torch: {j / t:.2f}  (target <= 1.30)")
 
 
 if __name__ == "__main__":

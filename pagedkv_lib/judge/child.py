@@ -1,139 +1,94 @@
-"""Inside the child process: contain it, load the submission, run the cases, report each one (protocol.py).
+"""The graded child: limits, guard, the submission, then every case, each reported as a message (protocol.py).
 
-A child is started one of two ways (isolation.py decides):
-- exec: `python -m pagedkv_lib.judge.child --result-fd N` inside a bubblewrap sandbox; the pickled `Job`
-  arrives on stdin, stdout and stderr are the parent's output pipe;
-- fork: a fork of the judge (torch already imported), for notebooks and where bwrap is missing.
-Either way `serve` sets the limits, moves into the scratch directory, installs the guards (guards.py and
-submission.install_guard) and only then imports the submission. The child never sees an expected result:
-the parent computes those after every child has exited.
+It starts one of two ways (isolation.py): exec'd inside bubblewrap as `python -m pagedkv_lib.judge.child
+JOB_JSON RESULT_FD` (it builds the cases itself, from the seed), or as a fork of the judge (`fork_main`:
+it inherits the cases, and a notebook's globals). Either way `serve` closes the library's answers, sets the
+resource limits and installs the guard BEFORE the submission is imported. The child never sees an expected
+result: the parent computes those.
 """
 from __future__ import annotations
 
-import argparse
-import gc
 import io
+import json
 import os
-import pickle
-import resource
-import signal
 import sys
 import tempfile
 import time
 import traceback
 
-import torch
-
-from . import guards
-from .outcome import describe_exception
-from .protocol import (
-    BenchFinished,
-    BenchStarted,
-    CaseFinished,
-    CaseRecord,
-    CaseStarted,
-    Channel,
-    ErrorRecord,
-    Fatal,
-    Finished,
-    Loaded,
-    LoadFailed,
-    Ready,
-    Refused,
-)
-from .submission import LoadError, install_guard, load_submission
+from . import guards, isolation, registry
+from .outcome import Outcome
+from .protocol import CaseDone, Channel, Done, Job, Loaded, Ready, Refused
+from .submission import LoadError, close_library, load
 
 
-def fork_main(job, res_fd: int, out_fd: int) -> None:
-    """Entry in a forked child; never returns (the child always ends with os._exit)."""
-    channel = None
-    try:
-        os.setsid()                                   # its own session: the parent kills its group
-        job.containment.enter()
-        _die_with_parent()
-        _redirect_output(out_fd)
-        _blind_inherited_fds(keep=(0, 1, 2, res_fd))
-        channel = Channel(res_fd)
-        _shed_inherited_memory()
-        serve(job, channel)
-    except BaseException:
-        _fatal(channel)
-    finally:
-        _exit()
+def serve(job: Job, channel: Channel, cases=None, namespace=None) -> None:
+    exercise = registry.get(job.exercise_id)
+    import torch
 
-
-def exec_main(argv=None) -> None:
-    """Entry of `python -m pagedkv_lib.judge.child` (in the sandbox); never returns."""
-    channel = None
-    try:
-        parser = argparse.ArgumentParser(prog="python -m pagedkv_lib.judge.child")
-        parser.add_argument("--result-fd", type=int, required=True)
-        args = parser.parse_args(argv)
-        job = pickle.loads(sys.stdin.buffer.read())   # from the parent, trusted
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        sys.stdin = io.StringIO()
-        for stream in (sys.stdout, sys.stderr):       # a print before a hang or a crash still arrives
-            stream.reconfigure(line_buffering=True, errors="replace")
-        _die_with_parent()
-        _blind_inherited_fds(keep=(0, 1, 2, args.result_fd))
-        channel = Channel(args.result_fd)
-        serve(job, channel)
-    except BaseException:
-        _fatal(channel)
-    finally:
-        _exit()
-
-
-def serve(job, channel: Channel) -> None:
-    """Limits, scratch directory, guards, the submission, then every case from `job.start` (and the bench)."""
-    _set_limits(job.limits, job.bench)
     torch.set_num_threads(1)
-    scratch = job.scratch
-    os.makedirs(os.path.join(scratch, "tmp"), exist_ok=True)
-    os.chdir(scratch)
-    os.environ.update(TMPDIR=os.path.join(scratch, "tmp"), HOME=scratch,
-                      TRITON_CACHE_DIR=os.path.join(scratch, "triton-cache"))
-    tempfile.tempdir = os.path.join(scratch, "tmp")
+    tmp = os.path.join(job.scratch, "tmp")
+    os.makedirs(tmp, exist_ok=True)
+    os.chdir(job.scratch)
+    os.environ.update(TMPDIR=tmp, HOME=job.scratch, TRITON_CACHE_DIR=os.path.join(job.scratch, "triton"))
+    tempfile.tempdir = tmp
     sys.dont_write_bytecode = True                    # importing the submission writes nothing
-    module = job.exercise.cases()                     # imports torch, triton ... before the guards
-    hidden, prefixes, allowed = install_guard(job.exercise, job.submission.path)
-    if job.limits.guards:
-        guards.install(guards.default_policy(scratch, hidden, prefixes, allowed),
-                       lambda action: channel.send(Refused(action)))
-    channel.send(Ready())
+    module = exercise.cases()                         # torch, triton, the case data: before the guard
+    cases = module.build(job.seed, job.device) if cases is None else cases
+    hidden, hidden_dirs, allowed, originals = close_library(exercise, job.path)
+    isolation.set_limits(job.memory_mb, job.cpu_s)
+    if job.guards:
+        guards.install(job.scratch, hidden, hidden_dirs, allowed, lambda what: channel.send(Refused(what)))
+    channel.send(Ready(len(cases)))
     try:
-        ns, files = load_submission(job.submission, job.exercise)
+        ns, files = load(job.path, namespace, exercise, originals)
     except LoadError as err:
-        channel.send(LoadFailed(err.record))
+        channel.send(Loaded(err.outcome))
         return
     channel.send(Loaded())
-    for i in range(job.start, len(job.cases)):
-        channel.send(CaseStarted(i))
+    for i in range(job.start, len(cases)):
         t0 = time.perf_counter()
         try:
-            record = CaseRecord(observation=module.run(ns, job.cases[i]))
+            observation, error = module.run(ns, cases[i]), None
         except BaseException as exc:
-            record = CaseRecord(error=ErrorRecord.from_exception(exc, files))
-        channel.send(CaseFinished(i, CaseRecord(record.observation, record.error, time.perf_counter() - t0)))
+            observation, error = None, Outcome.of_exception(exc, files)
+        channel.send(CaseDone(i, time.perf_counter() - t0, observation, error))
+    figures = None
     if job.bench and hasattr(module, "bench"):
-        channel.send(BenchStarted())
         try:
-            channel.send(BenchFinished(figures=module.bench(ns, job.device)))
+            figures = module.bench(ns, job.device)
         except BaseException as exc:
-            channel.send(BenchFinished(error=describe_exception(exc, files)["message"]))
-    channel.send(Finished())
+            figures = {"error": Outcome.of_exception(exc, files).message}
+    channel.send(Done(figures))
 
 
-def _fatal(channel) -> None:
-    if channel is not None:
-        try:
-            channel.send(Fatal(traceback.format_exc()[-1500:]))
-        except BaseException:
-            pass
+def main(argv=None) -> None:
+    """`python -m pagedkv_lib.judge.child JOB_JSON RESULT_FD` (inside bwrap); never returns."""
+    try:
+        job, result_fd = argv or sys.argv[1:]
+        for stream in (sys.stdout, sys.stderr):       # a print before a hang or a crash still arrives
+            stream.reconfigure(line_buffering=True, errors="replace")
+        serve(Job(**json.loads(job)), Channel(int(result_fd)))
+    finally:
+        _exit()
+
+
+def fork_main(job: Job, cases, namespace, res_fd: int, out_fd: int) -> None:
+    """Entry in a forked child; never returns."""
+    try:
+        os.setsid()                                   # its own session and group: the parent kills the group
+        isolation.die_with_parent()
+        _own_descriptors(res_fd, out_fd)
+        serve(job, Channel(res_fd), cases, namespace)
+    finally:
+        _exit()
 
 
 def _exit() -> None:
+    """The end of every child: a failure of its own (the judge's, or a broken torch) as a traceback on its
+    stderr, which the report shows, and no exit handler of the judge run again."""
+    if sys.exc_info()[0] is not None:
+        traceback.print_exc()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -142,66 +97,23 @@ def _exit() -> None:
     os._exit(0)
 
 
-def _die_with_parent() -> None:
-    try:
-        import ctypes
-
-        ctypes.CDLL(None).prctl(1, signal.SIGKILL)      # PR_SET_PDEATHSIG (Linux)
-    except Exception:
-        pass
-
-
-def _redirect_output(out_fd: int) -> None:
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.dup2(out_fd, 1)
-    os.dup2(out_fd, 2)
-    os.close(out_fd)
-    sys.stdin = io.StringIO()
-    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), line_buffering=True, errors="replace")
-    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), line_buffering=True, errors="replace")
-
-
-def _blind_inherited_fds(keep) -> None:
-    """Point every inherited descriptor (the judge's terminal, other children's pipes, a notebook's sockets)
-    at /dev/null; dup2 rather than close, so no number is freed for an old file object to close later."""
-    try:
-        fds = [int(fd) for fd in os.listdir("/proc/self/fd")]
-    except OSError:
-        fds = list(range(3, 256))
+def _own_descriptors(res_fd: int, out_fd: int) -> None:
+    """In a fork: stdout and stderr to the output pipe, every other descriptor it inherited (the judge's
+    terminal, other children's pipes, a notebook's sockets, stdin) pointed at /dev/null; dup2 rather than
+    close, so no number is freed for an old file object to close later."""
     null = os.open(os.devnull, os.O_RDWR)
-    for fd in fds:
-        if fd not in keep and fd != null:
+    for fd in map(int, os.listdir("/dev/fd")):
+        if fd not in (res_fd, out_fd, null):
             try:
                 os.dup2(null, fd)
             except OSError:
                 pass
-
-
-def _set_limits(limits, bench: bool) -> None:
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    cpu = int(limits.total_limit_s + limits.import_limit_s + bench * limits.bench_limit_s) + 5
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
-    if limits.memory_limit_mb is not None:
-        with open("/proc/self/statm") as f:
-            vm = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-        cap = vm + limits.memory_limit_mb * 2**20
-        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
-
-
-def _shed_inherited_memory() -> None:
-    """A fork inherits the judge's uncollected garbage and free heap. Garbage freed after the memory cap is
-    set would lower the base the parent's memory watch counts from, and a hog filling free heap would not grow
-    its address space: collect the garbage, and give the free heap back (glibc's malloc_trim) so that filling
-    it grows resident memory, which the watch also reads. (An exec'd child starts with neither.)"""
-    gc.collect()
-    try:
-        import ctypes
-
-        ctypes.CDLL(None).malloc_trim(0)
-    except (OSError, AttributeError):                 # not glibc
-        pass
+    for fd in (1, 2):
+        os.dup2(out_fd, fd)
+    sys.stdin = io.StringIO()
+    sys.stdout, sys.stderr = (io.TextIOWrapper(io.FileIO(fd, "w", closefd=False), line_buffering=True,
+                                               errors="replace") for fd in (1, 2))
 
 
 if __name__ == "__main__":
-    exec_main()
+    main()

@@ -1,21 +1,79 @@
-"""Grading: build the cases, run the submissions in children, then compute the oracle's answers and compare.
+"""Grading: one child per submission, then the oracle's answers and the case module's checks.
 
-The oracle runs in this process only after every child has exited, so no submission can reach an
-expected result.
+    grade(127, ["practice/127_block_pool_cow.py"]) -> [Result]
+
+1. Children, `jobs` at a time, each watched by a Supervisor (supervisor.py). A sandboxed child builds its own
+   cases from the seed, so it starts before this process imports torch and both load in parallel; a forked
+   child inherits the cases, so it starts once they are built. A child that dies is started again after the
+   case that ended it (at most `max_restarts` times).
+2. Once every child has ended, the oracle runs here, where no child can reach it, and each case's check
+   compares the two observations and names the usual mistake.
+Unsandboxed, a child could rewrite what a verdict rests on: the status file and the judge's own files are
+digested around each forked child, and a change is tampering that stops the batch. A learner's other files
+are never looked at.
 """
 from __future__ import annotations
 
+import hashlib
 import os
+import select
 import sys
 import time
-from dataclasses import dataclass, field
+from collections import deque
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 
-import torch
+from . import registry, status
+from .isolation import BWRAP, FORK, bwrap_path
+from .outcome import PASSED, SKIPPED, TAMPERING, WRONG_ANSWER, Outcome
+from .protocol import CaseDone, decode, encode
+from .supervisor import Supervisor
 
-from . import registry
-from .outcome import PASSED, SKIPPED, TAMPERING, WRONG_ANSWER, Outcome, from_record
-from .protocol import CaseRecord
-from .sandbox import Limits, Run, Stopped, Submission, run_all
+
+@dataclass(frozen=True)
+class Limits:
+    time_limit_s: float = 2.0           # per case
+    startup_limit_s: float = 90.0       # a child's own start (python, torch, the cases): not the submission's
+    import_limit_s: float = 10.0        # loading (importing) the submission
+    total_limit_s: float = 60.0         # all cases of one submission (with import_limit_s: the worst case)
+    bench_limit_s: float = 120.0
+    memory_limit_mb: int | None = 2048  # address space above the child's own once torch is imported
+    output_limit_bytes: int = 2**20     # stdout + stderr; more is a runtime error
+    output_keep_bytes: int = 4096       # shown in the report
+    max_restarts: int = 2
+    guards: bool = True                 # the in-process guard (guards.py); off only to test the OS layer
+
+    @classmethod
+    def for_exercise(cls, exercise, **overrides) -> Limits:
+        base = cls(time_limit_s=exercise.time_limit_s, memory_limit_mb=exercise.memory_limit_mb)
+        return replace(base, **{k: v for k, v in overrides.items() if v is not None})
+
+
+@dataclass
+class Submission:
+    label: str                          # shown in reports: a path, or "notebook"
+    path: str | None = None             # a file to import, or
+    namespace: dict | None = None       # the globals of a notebook (graded in a fork: no sandbox)
+
+
+@dataclass
+class Run:
+    """What one submission's children reported (filled by their Supervisors)."""
+    submission: Submission
+    mode: str                                       # isolation.BWRAP or FORK
+    total: int = 0                                  # cases, once known
+    records: dict = field(default_factory=dict)     # case index -> CaseDone
+    stopped: dict = field(default_factory=dict)     # case index -> Outcome: refused, ended, skipped (stands)
+    load: Outcome | None = None                     # why it could not be graded at all
+    output: bytearray = field(default_factory=bytearray)
+    output_total: int = 0
+    bench: dict | None = None
+    isolation: str = ""
+    restarts: int = 0
+    started: float = 0.0
+    finished: float = 0.0
+    budget_end: float = 0.0                         # loading plus all cases must end by then
+    tampered: list = field(default_factory=list)
 
 
 @dataclass
@@ -43,9 +101,9 @@ class Result:
     output_total: int = 0
     bench: dict | None = None
     wall_s: float = 0.0                           # the whole grading run (all files)
-    duration_s: float = 0.0                       # this submission's children, start to end
+    duration_s: float = 0.0                       # this submission's children, first start to last end
     isolation: str = ""                           # how the submission was kept in, in words
-    tampered: list = field(default_factory=list)  # protected files that changed while it ran
+    tampered: list = field(default_factory=list)  # what changed while it ran unsandboxed
 
     @property
     def passed(self) -> int:
@@ -72,72 +130,128 @@ class Result:
     def ok(self) -> bool:
         return self.verdict == PASSED and self.passed == self.total
 
-    def __repr__(self) -> str:
+    def __repr__(self) -> str:                    # one line under a notebook's printed report
         return f"<Result {self.exercise_id} {self.label}: {self.verdict}, {self.passed}/{self.total} passed>"
 
-    def _repr_pretty_(self, printer, cycle) -> None:          # IPython: one line under the printed report
-        printer.text(repr(self))
+
+def mode_for(submission: Submission, forced: str | None = None) -> str:
+    """bwrap for a file where this machine can sandbox, else fork (always for a notebook's globals)."""
+    if submission.path is None or forced == FORK:
+        return FORK
+    if forced == BWRAP and bwrap_path() is None:
+        raise RuntimeError("the bwrap sandbox was asked for, but `bwrap` is missing or cannot sandbox here")
+    return BWRAP if bwrap_path() is not None else FORK
 
 
 def grade(exercise_id, submissions, *, seed: int = 0, device: str = "cpu", limits: Limits | None = None,
           jobs: int = 1, bench: bool = False, on_done=None, isolation: str | None = None) -> list[Result]:
     """Grade `submissions` (Submission objects, or paths) against exercise `exercise_id`'s hidden cases.
-
-    isolation: None picks the strongest this machine has (isolation.py); "fork" or "bwrap" forces one.
-    """
+    `isolation`: None picks the strongest this machine has; "fork" or "bwrap" forces one."""
     t0 = time.perf_counter()
     exercise = registry.get(exercise_id)
     if device not in exercise.devices:
         raise ValueError(f"device: exercise {exercise.id} has cases for {exercise.devices}, got {device!r}")
-    subs = [s if isinstance(s, Submission) else Submission(str(s), path=os.path.abspath(s))
-            for s in submissions]
-    if exercise.triton:
-        choose_triton_mode(device)
-    module = exercise.cases()
     limits = limits or Limits.for_exercise(exercise)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)          # small tensors: one thread is fastest, and nothing parallel before fork
-    try:
-        cases = module.build(seed, device)
-        runs = run_all(exercise, subs, cases, limits, jobs=jobs, device=device, bench=bench, on_done=on_done,
-                       isolation_mode=isolation)
-        oracle = exercise.oracle_namespace()
-        expected = [module.run(oracle, case) for case in cases]
-        if bench and hasattr(module, "bench_report"):
-            for run in runs:                          # the library timed here, now that no child runs
-                run.bench = module.bench_report(run.bench, device) if run.bench else run.bench
-        wall = time.perf_counter() - t0
-        return [_result(exercise, module, cases, expected, run, seed, device, wall) for run in runs]
-    finally:
-        torch.set_num_threads(threads)
-
-
-def choose_triton_mode(device: str) -> None:
-    """Triton makes its tl.sum, tl.max ... at its first import, for the interpreter if TRITON_INTERPRET=1:
-    a forked child inherits this process's choice, so make it before any fork (unless triton is imported
-    already: the CLI never imports it; a notebook on a GPU may have, and its kernels then run natively)."""
-    if "triton" not in sys.modules:
+    runs = [Run(s, mode_for(s, isolation)) for s in
+            (s if isinstance(s, Submission) else Submission(str(s), os.path.abspath(s)) for s in submissions)]
+    if exercise.triton and "triton" not in sys.modules:   # a fork inherits Triton's mode, chosen at import
         os.environ["TRITON_INTERPRET"] = "1" if device == "cpu" else "0"
+    queue, active, stopped = deque((run, 0) for run in runs), [], False
+    digest = _digest() if any(r.mode == FORK for r in runs) else None
+
+    def start_children(cases) -> None:
+        while queue and len(active) < max(1, jobs) and not stopped and (cases or queue[0][0].mode == BWRAP):
+            run, first = queue.popleft()
+            active.append(Supervisor(exercise, run, limits, first, seed, device, bench, cases))
+
+    try:
+        start_children(None)                          # sandboxed children load while torch loads here
+        import torch
+
+        module, threads = exercise.cases(), torch.get_num_threads()
+        torch.set_num_threads(1)          # small tensors: one thread is fastest, and nothing parallel to fork
+        cases = module.build(seed, device)
+        for run in runs:
+            if run.total not in (0, len(cases)):      # a sandboxed child said how many it built
+                raise RuntimeError(f"exercise {exercise.id}: a child built {run.total} cases, the judge "
+                                   f"{len(cases)}: its cases depend on more than (seed, device)")
+            run.total = len(cases)
+        start_children(cases)
+        while active:
+            _watch(active)
+            for sup in [s for s in active if s.poll()]:
+                active.remove(sup)
+                restart = sup.finish()
+                if sup.run.mode == FORK and _digest() != digest:    # and what ran beside it is suspect too
+                    stopped = True
+                    for other in [sup, *active]:
+                        other.run.tampered = ["the status file or the judge's own files"]
+                        other.stop(Outcome(TAMPERING, "a file the verdict rests on changed while it ran"))
+                if restart is not None and not stopped:
+                    queue.appendleft((sup.run, restart))
+                else:
+                    sup.run.finished = time.monotonic()
+                    if on_done is not None:
+                        on_done(sup.run)
+                start_children(cases)
+    finally:                                          # Ctrl-C, or a judge bug: leave no child behind
+        for sup in active:
+            sup.abort()
+    for run in runs:
+        if stopped and not run.started:
+            run.load = Outcome(SKIPPED, "not graded: the batch stopped at a tampering verdict")
+    oracle = exercise.oracle_namespace()
+    expected = [_as_sent(module.run(oracle, case)) for case in cases]
+    torch.set_num_threads(threads)
+    if bench and hasattr(module, "bench_report"):
+        for run in runs:                              # the library timed here, now that no child runs
+            run.bench = module.bench_report(run.bench, device) if run.bench else run.bench
+    wall = time.perf_counter() - t0
+    return [_result(exercise, module, cases, expected, run, seed, device, wall) for run in runs]
+
+
+def _watch(active) -> None:
+    """Wait until a child's pipe has something, or the nearest deadline, and read what there is. A child whose
+    pipes are both at their end is exiting: look again soon."""
+    fds = {fd: sup for sup in active for fd in sup.open_fds}
+    timeout = 0.2 if all(sup.open_fds for sup in active) else 0.005
+    wait = min(sup.deadline for sup in active) - time.monotonic()
+    ready, _, _ = select.select(list(fds), [], [], min(max(wait, 0.0), timeout))
+    for fd in ready:
+        fds[fd].read(fd)
+
+
+def _as_sent(observation):
+    """The oracle's observation in the form the child's reaches the parent (through the protocol)."""
+    return decode(encode(CaseDone(0, 0.0, observation))).observation
+
+
+def _digest() -> str:
+    """One hash over the files a forked submission could rewrite to forge a verdict."""
+    h = hashlib.sha256()
+    for path in [status.path(), *sorted(Path(__file__).parent.rglob("*.py"))]:
+        try:
+            h.update(str(path).encode() + Path(path).read_bytes())
+        except OSError:
+            h.update(f"{path}: absent".encode())
+    return h.hexdigest()
 
 
 def _result(exercise, module, cases, expected, run: Run, seed, device, wall) -> Result:
     results = []
-    for case, exp, raw in zip(cases, expected, run.cases):
-        time_s = None
+    for i, (case, exp) in enumerate(zip(cases, expected)):
+        record = run.records.get(i)
         if run.load is not None:
             outcome = Outcome(run.load.verdict, "not run: the submission could not be graded")
-        elif isinstance(raw, Stopped):
-            outcome = raw.outcome
-        elif isinstance(raw, CaseRecord) and raw.error is not None:
-            outcome, time_s = from_record(raw.error), raw.time_s
-        elif isinstance(raw, CaseRecord):
-            outcome, time_s = _check(module, case, exp, raw.observation), raw.time_s
+        elif i in run.stopped or record is None:
+            outcome = run.stopped.get(i, Outcome(SKIPPED, "not run"))
         else:
-            outcome = Outcome(SKIPPED, "not run")
+            outcome = record.error or _check(module, case, exp, record.observation)
+        time_s = record.time_s if record is not None and run.load is None else None
         results.append(CaseResult(case.name, outcome, time_s, case.show))
     return Result(exercise.id, exercise.title, run.submission.label, seed, device, results, run.load,
                   bytes(run.output).decode("utf-8", "replace"), run.output_total, run.bench, wall,
-                  run.finished - run.started, run.isolation, list(run.tampered))
+                  max(0.0, run.finished - run.started), run.isolation, list(run.tampered))
 
 
 def _check(module, case, expected, got) -> Outcome:

@@ -1,16 +1,20 @@
-"""Grading code written in a notebook: `judge(127)` or the `%judge 127` magic (`%load_ext pagedkv_lib.judge`).
+"""The judge from a notebook: `judge(127)` or `%judge 127` (after `%load_ext pagedkv_lib.judge`) grade the
+functions defined there; `show_reference(127)` shows the library's implementation once yours has passed.
 
-The graded names are looked up in the notebook's globals; the same hidden cases run in a forked child, as
-for a file. The report leaves out timings, so a notebook's stored output does not change from run to run.
+The graded names are looked up in the notebook's globals and the same hidden cases run in a forked child
+(not a sandbox: the code is the learner's own). The report leaves out timings, so a notebook's stored
+output does not change from run to run. The reference stays closed until the status file records a pass, so
+a notebook never gives an exercise away; for a Triton exercise it is the library's kernel and launcher, not
+the PyTorch oracle the cases compare with.
 """
 from __future__ import annotations
 
 import inspect
 import shlex
 
-from . import report, status
-from .grading import Result, grade
-from .sandbox import Limits, Submission
+from . import registry, report, status
+from .grading import Limits, Result, Submission, grade
+from .outcome import PASSED
 
 
 def judge(exercise_id: int, namespace: dict | None = None, *, seed: int = 0, device: str = "cpu",
@@ -38,3 +42,28 @@ def load_ipython_extension(ipython) -> None:
         judge(int(words[0]), ipython.user_ns, seed=seed, verbose="-v" in words)
 
     ipython.register_magic_function(judge_magic, "line", "judge")
+
+
+def reference_source(exercise_id: int) -> str:
+    """The source of the library objects that exercise `exercise_id` shows as its reference."""
+    parts = []
+    for target in registry.get(exercise_id).reference_targets():
+        obj = registry.resolve(target)
+        source = inspect.getsource(getattr(obj, "fn", obj))          # a @triton.jit kernel wraps its fn
+        parts.append(f"# {target.replace(':', '.')}:\n{source}")
+    return "\n\n".join(parts)
+
+
+def show_reference(exercise_id: int) -> bool:
+    """Print the library's implementation of exercise `exercise_id` if your version passed; else say how to
+    unlock it. Returns whether it was shown."""
+    exercise = registry.get(exercise_id)
+    entry = status.entry(exercise.id)
+    if entry is None or entry.get("verdict") != PASSED:
+        state = "not graded yet" if entry is None else f"last verdict: {entry['verdict']}"
+        print(f"The reference of exercise {exercise.id} ({exercise.title}) opens once your own version "
+              f"passes ({state}). Grade it with `python practice/judge.py {exercise.id}`, or "
+              f"`judge({exercise.id})` in a notebook, then run this cell again.")
+        return False
+    print(reference_source(exercise.id))
+    return True

@@ -1,238 +1,180 @@
-"""The child-to-parent protocol of the judge: framing, message kinds, one record type per message.
+"""What the judge and a graded child tell each other: a `Job` one way (JSON on an exec'd child's command line;
+a fork inherits it), JSON lines back on a pipe, one object per message:
 
-A child writes frames to a pipe; the parent reads them without running any code the child sent:
+    {"type": "ready", "cases": 23}             set up (torch, 23 cases, limits, guard): the submission's clock
+    {"type": "loaded", "error": null | O}      the submission imported, or why it cannot be graded
+    {"type": "case", "index": 3, "time_s": 0.01, "observation": ..., "error": null | O}   case 3's result
+    {"type": "refused", "action": "..."}       a guard refused something: that is the verdict
+    {"type": "done", "figures": null | {...}}  every case ran (and the benchmark, if asked for, gave figures)
 
-    frame   = MAGIC (4 bytes) + payload length (8 bytes, big endian) + payload
-    payload = pickle of (kind: int, fields: tuple) holding only plain data (plain_data.py: None, bool, int,
-              float, str, bytes, list, tuple, dict; tensors as dtype, shape and raw bytes)
-
-The parent's unpickler refuses every global, and `decode` checks every field's type, so whatever a hostile
-child writes, the parent gets one of the message records below or a `ProtocolError`.
-
-    Ready()                             the child is set up (torch and the cases imported, limits and guards
-                                        on): the submission's own clock starts now
-    Loaded()                            the submission was imported and its graded names checked
-    LoadFailed(error)                   ... or not: why (an ErrorRecord)
-    CaseStarted(index)                  case `index` begins (the parent starts its clock)
-    CaseFinished(index, record)         its CaseRecord: what the submission returned, or what it raised
-    BenchStarted() / BenchFinished(figures, error)   the optional benchmark, after the cases
-    Refused(action)                     a guard refused something (writing outside the scratch directory,
-                                        starting a process, loading native code, a socket): the verdict
-    Finished()                          every case ran
-    Fatal(trace)                        the child itself failed (the judge's fault, or a broken torch/os)
+O is an `Outcome` as a dict. In plain data a tensor is {"__tensor__": [dtype, shape, base64 bytes]}, a tuple
+{"__tuple__": [...]}, a dict with keys other than strings {"__pairs__": [[key, value], ...]}. The parent runs
+nothing a child sends: it parses JSON, checks each field's type, and rebuilds tensors from their bytes.
 """
 from __future__ import annotations
 
-import enum
-import io
+import base64
+import json
 import os
-import pickle
-import struct
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, fields
 
-from .plain_data import PlainUnpickler, ProtocolError, as_float, as_int, as_str, expect, pack, unpack
+from .outcome import Outcome
 
-MAGIC = b"PKVJ"
-HEADER = struct.Struct("!4sQ")
-MAX_FRAME = 64 * 2**20                 # bytes of one frame's payload; more is tampering
+MAX_LINE = 64 * 2**20                  # bytes in one message; more is not a message the judge's child writes
 
 
-class Kind(enum.IntEnum):
-    READY = 10
-    LOADED = 1
-    LOAD_FAILED = 2
-    CASE_STARTED = 3
-    CASE_FINISHED = 4
-    BENCH_STARTED = 5
-    BENCH_FINISHED = 6
-    REFUSED = 7
-    FINISHED = 8
-    FATAL = 9
+@dataclass
+class Job:
+    """What one child does: plain data, so that it travels as JSON."""
+    exercise_id: int
+    path: str | None                  # the file to grade (None: a notebook's globals, in a fork)
+    seed: int
+    device: str
+    start: int                        # the first case to run (a restarted child goes on after a crash)
+    bench: bool
+    scratch: str                      # the child's working directory, the only place it may write
+    memory_mb: int | None
+    cpu_s: int
+    guards: bool = True               # the audit hook (guards.py); off only to test the OS layer alone
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
 
 
-# ----------------------------------------------------------------------------------------------------------
-# records
-
-@dataclass(frozen=True)
-class ErrorRecord:
-    """An exception raised by submitted code, described in the child: its verdict, a line, a short trace."""
-    verdict: str
-    message: str
-    hint: str = ""
-    trace: tuple = ()
-
-    def fields(self) -> tuple:
-        return (self.verdict, self.message, self.hint, list(self.trace))
-
-    @classmethod
-    def from_exception(cls, exc: BaseException, files=()) -> ErrorRecord:
-        from .outcome import describe_exception
-
-        d = describe_exception(exc, files)
-        return cls(d["verdict"], d["message"], d["hint"], tuple(d["trace"]))
-
-    @classmethod
-    def from_fields(cls, f) -> ErrorRecord:
-        verdict, message, hint, trace = expect(f, tuple, 4)
-        trace = tuple(as_str(t) for t in expect(trace, list))
-        return cls(as_str(verdict), as_str(message), as_str(hint), trace)
-
-
-@dataclass(frozen=True)
-class CaseRecord:
-    """What one case gave: the observation (plain data, see cases.observe) or an error, and its time."""
-    observation: object = None
-    error: ErrorRecord | None = None
-    time_s: float = 0.0
-
-    def fields(self) -> tuple:
-        return (pack(self.observation), None if self.error is None else self.error.fields(), self.time_s)
-
-    @classmethod
-    def from_fields(cls, f) -> CaseRecord:
-        obs, err, time_s = expect(f, tuple, 3)
-        return cls(unpack(obs), None if err is None else ErrorRecord.from_fields(err), as_float(time_s))
+class ProtocolError(ValueError):
+    """Bytes on the result pipe that are not a message (a bug, or a submission writing to the pipe)."""
 
 
 @dataclass(frozen=True)
 class Ready:
-    kind = Kind.READY
+    cases: int                        # how many cases the child built (the parent builds the same ones)
 
 
 @dataclass(frozen=True)
 class Loaded:
-    kind = Kind.LOADED
+    error: Outcome | None = None
 
 
 @dataclass(frozen=True)
-class LoadFailed:
-    error: ErrorRecord
-    kind = Kind.LOAD_FAILED
-
-
-@dataclass(frozen=True)
-class CaseStarted:
+class CaseDone:
     index: int
-    kind = Kind.CASE_STARTED
-
-
-@dataclass(frozen=True)
-class CaseFinished:
-    index: int
-    record: CaseRecord
-    kind = Kind.CASE_FINISHED
-
-
-@dataclass(frozen=True)
-class BenchStarted:
-    kind = Kind.BENCH_STARTED
-
-
-@dataclass(frozen=True)
-class BenchFinished:
-    figures: dict = field(default_factory=dict)     # label -> plain value
-    error: str = ""
-    kind = Kind.BENCH_FINISHED
+    time_s: float
+    observation: object = None
+    error: Outcome | None = None
 
 
 @dataclass(frozen=True)
 class Refused:
-    action: str                                     # "opening /path for writing", "starting a process", ...
-    kind = Kind.REFUSED
+    action: str
 
 
 @dataclass(frozen=True)
-class Finished:
-    kind = Kind.FINISHED
+class Done:
+    figures: dict | None = None       # the benchmark's, when one was asked for
 
 
-@dataclass(frozen=True)
-class Fatal:
-    trace: str
-    kind = Kind.FATAL
+MESSAGES = {"ready": Ready, "loaded": Loaded, "case": CaseDone, "refused": Refused, "done": Done}
+_NAMES = {cls: name for name, cls in MESSAGES.items()}
+_TYPES = {"cases": int, "index": int, "time_s": (int, float), "figures": (dict, type(None)), "action": str}
 
-
-Message = (Ready | Loaded | LoadFailed | CaseStarted | CaseFinished | BenchStarted | BenchFinished | Refused
-           | Finished | Fatal)
-
-
-# ----------------------------------------------------------------------------------------------------------
-# encoding
 
 def encode(message) -> bytes:
-    """One whole frame for `message`."""
-    kind = message.kind
-    if kind == Kind.LOAD_FAILED:
-        fields = (message.error.fields(),)
-    elif kind == Kind.CASE_STARTED:
-        fields = (message.index,)
-    elif kind == Kind.CASE_FINISHED:
-        fields = (message.index, message.record.fields())
-    elif kind == Kind.BENCH_FINISHED:
-        fields = (pack(message.figures), message.error)
-    elif kind == Kind.REFUSED:
-        fields = (message.action,)
-    elif kind == Kind.FATAL:
-        fields = (message.trace,)
-    else:
-        fields = ()
-    payload = pickle.dumps((int(kind), fields), protocol=4)
-    return HEADER.pack(MAGIC, len(payload)) + payload
+    body = {f.name: getattr(message, f.name) for f in fields(message)}
+    body = {k: (asdict(v) if isinstance(v, Outcome) else to_plain(v)) for k, v in body.items()}
+    return json.dumps({"type": _NAMES[type(message)], **body}).encode() + b"\n"
 
 
-def decode(payload: bytes):
-    """The message record of one frame's payload; ProtocolError if it is not one."""
+def decode(line: bytes):
+    """The message of one line; ProtocolError if it is not one."""
     try:
-        kind, fields = PlainUnpickler(io.BytesIO(payload)).load()
-        kind = Kind(kind)
-        fields = expect(fields, tuple)
-        if kind == Kind.LOAD_FAILED:
-            return LoadFailed(ErrorRecord.from_fields(*expect(fields, tuple, 1)))
-        if kind == Kind.CASE_STARTED:
-            return CaseStarted(as_int(*expect(fields, tuple, 1)))
-        if kind == Kind.CASE_FINISHED:
-            index, record = expect(fields, tuple, 2)
-            return CaseFinished(as_int(index), CaseRecord.from_fields(record))
-        if kind == Kind.BENCH_FINISHED:
-            figures, error = expect(fields, tuple, 2)
-            return BenchFinished(expect(unpack(figures), dict), as_str(error))
-        if kind == Kind.REFUSED:
-            return Refused(as_str(*expect(fields, tuple, 1)))
-        if kind == Kind.FATAL:
-            return Fatal(as_str(*expect(fields, tuple, 1)))
-        expect(fields, tuple, 0)
-        return {Kind.READY: Ready, Kind.LOADED: Loaded, Kind.BENCH_STARTED: BenchStarted,
-                Kind.FINISHED: Finished}[kind]()
+        body = json.loads(line)
+        cls = MESSAGES[body.pop("type")]
+        if not set(body) <= {f.name for f in fields(cls)}:
+            raise ProtocolError(f"{cls.__name__} with fields {sorted(body)}")
+        for name, value in body.items():
+            if name in _TYPES and (not isinstance(value, _TYPES[name]) or isinstance(value, bool)):
+                raise ProtocolError(f"{cls.__name__}.{name} is a {type(value).__name__}")
+            if name == "error":
+                body[name] = None if value is None else Outcome.from_child(value)
+            elif name in ("observation", "figures"):
+                body[name] = from_plain(value)
+        return cls(**body)
     except ProtocolError:
         raise
-    except Exception as exc:
-        raise ProtocolError(f"not a message: {type(exc).__name__}: {exc}") from None
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as err:
+        raise ProtocolError(f"not a message ({type(err).__name__}): {bytes(line[:80])!r}") from None
 
 
-class FrameReader:
-    """Splits the bytes read from the result pipe into messages (`feed` returns those now complete)."""
+def to_plain(value):
+    """`value` as JSON-able data (see the module docstring for tensors, tuples and non-string keys)."""
+    if type(value) is tuple:
+        return {"__tuple__": [to_plain(v) for v in value]}
+    if type(value) is list:
+        return [to_plain(v) for v in value]
+    if type(value) is dict:
+        if all(type(k) is str for k in value):
+            return {k: to_plain(v) for k, v in value.items()}
+        return {"__pairs__": [[to_plain(k), to_plain(v)] for k, v in value.items()]}
+    if type(value).__name__ == "Tensor":
+        import torch
+
+        flat = value.detach().cpu().contiguous().reshape(-1)
+        return {"__tensor__": [str(flat.dtype).removeprefix("torch."), list(value.shape),
+                               base64.b64encode(flat.view(torch.uint8).numpy().tobytes()).decode()]}
+    return value
+
+
+def from_plain(value):
+    """The inverse of `to_plain`, on data that came from a child: only plain values and tensors come out."""
+    if type(value) is list:
+        return [from_plain(v) for v in value]
+    if type(value) is not dict:
+        return value
+    if len(value) == 1 and "__tuple__" in value:
+        return tuple(from_plain(v) for v in value["__tuple__"])
+    if len(value) == 1 and "__pairs__" in value:       # a key that is a list, dict or tensor: TypeError
+        return {k: v for k, v in (from_plain(p) for p in value["__pairs__"])}
+    if len(value) == 1 and "__tensor__" in value:
+        return _tensor(value["__tensor__"])
+    return {k: from_plain(v) for k, v in value.items()}
+
+
+def _tensor(fields_):
+    import torch  # only when a tensor travels: a parent starts its children first
+
+    try:
+        dtype_name, shape, text = fields_
+        dtype = getattr(torch, dtype_name)
+        if not isinstance(dtype, torch.dtype) or not all(type(n) is int and n >= 0 for n in shape):
+            raise ValueError(dtype_name)
+        raw = base64.b64decode(text, validate=True)
+        if not raw:
+            return torch.empty(shape, dtype=dtype)
+        return torch.frombuffer(bytearray(raw), dtype=dtype).reshape(shape)
+    except (ValueError, TypeError, AttributeError, RuntimeError) as err:
+        raise ProtocolError(f"not a tensor: {err}") from None
+
+
+class LineReader:
+    """Splits what is read from the result pipe into messages (`feed` returns the complete ones)."""
 
     def __init__(self):
         self.buf = bytearray()
 
     def feed(self, data: bytes) -> list:
         self.buf += data
-        messages = []
-        while len(self.buf) >= HEADER.size:
-            magic, size = HEADER.unpack_from(self.buf)
-            if magic != MAGIC or size > MAX_FRAME:
-                raise ProtocolError("a frame that the child's channel did not write")
-            if len(self.buf) < HEADER.size + size:
-                break
-            payload = bytes(self.buf[HEADER.size : HEADER.size + size])
-            del self.buf[: HEADER.size + size]
-            messages.append(decode(payload))
-        return messages
+        if b"\n" not in data:                        # only new bytes can end a line
+            if len(self.buf) > MAX_LINE:
+                raise ProtocolError(f"a message longer than {MAX_LINE} bytes")
+            return []
+        *lines, rest = self.buf.split(b"\n")
+        self.buf = bytearray(rest)
+        return [decode(line) for line in lines]
 
 
 class Channel:
-    """The child's end: writes whole frames. It keeps its own references to `os.write` and `encode`, so a
-    submission that patches `os` or this module later does not reach the frames already being sent."""
+    """The child's end: whole lines. It keeps its own `os.write` and `encode`, so a submission that patches
+    `os` or this module does not change what the judge itself sends."""
 
     def __init__(self, fd: int):
         self.fd, self._write, self._encode = fd, os.write, encode

@@ -1,4 +1,5 @@
-"""The exercises the judge knows: one `Exercise` per id, the single key for its files, cases and oracle.
+"""The exercises the judge knows: one `Exercise` per id, the single key for its files, cases and oracle. The
+cards themselves, the course's content, are in cases/exercises.py.
 
 Importing this module imports no torch, so `judge.py --list` answers at once.
 """
@@ -7,6 +8,8 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 from pathlib import Path
+
+from .cases.exercises import CARDS
 
 ROOT = Path(__file__).resolve().parents[2]          # the repository: practice/, solutions/, notebooks/
 LIBRARY_DIR = ROOT / "pagedkv_lib"
@@ -27,6 +30,7 @@ class Exercise:
     memory_limit_mb: int | None = 2048  # address space the child may add to the judge's; None: no cap (CUDA)
     devices: tuple = ("cpu",)         # case sets: cases.exNNN.build(seed, device) for each of these
     triton: bool = False              # a Triton exercise: the interpreter on "cpu", native on "cuda"
+    reference: tuple = ()             # "module:attr" that show_reference prints once passed (default: oracle)
 
     @property
     def functions(self) -> tuple:
@@ -52,6 +56,9 @@ class Exercise:
     def oracle_namespace(self) -> dict:
         return {name: resolve(target) for name, target in self.oracle.items()}
 
+    def reference_targets(self) -> tuple:
+        return self.reference or tuple(self.oracle.values())
+
     def notebook_path(self) -> Path | None:
         found = sorted((ROOT / "notebooks").glob(f"{self.notebook[:2]}_*.ipynb"))
         return found[0] if found else None
@@ -63,67 +70,7 @@ def resolve(target: str):
     return getattr(importlib.import_module(module), attr)
 
 
-_M = "pagedkv_lib.studies.memory"
-_ATTN = "pagedkv_lib.core.paged_attention"
-_KQ = "pagedkv_lib.core.kv_quant"
-_KS = "pagedkv_lib.kernels.triton_store_kvcache"                     # Triton kernels
-_KD = "pagedkv_lib.kernels.triton_decode_attention"
-_KP = "pagedkv_lib.kernels.triton_prefill_attention"
-EXERCISES: dict[int, Exercise] = {e.id: e for e in (
-    Exercise(121, "kv_memory_budget", "KV memory budget", "easy", "01 Why paging",
-             {n: f"{_M}:{n}" for n in ("kv_bytes_per_token", "paged_concurrency", "reserved_concurrency")}),
-    Exercise(122, "slot_mapping", "Slot mapping", "easy", "03 Slot mapping and store_kvcache",
-             {"slot_mapping_for": "pagedkv_lib.core.slot_mapping:slot_mapping_for"},
-             forbidden=("pagedkv_lib.core.slot_mapping:compute_slot_mapping",)),
-    Exercise(123, "slot_ranges", "Slot ranges per block", "medium", "03 Slot mapping and store_kvcache",
-             {"compute_slot_mapping": "pagedkv_lib.core.slot_mapping:compute_slot_mapping"},
-             forbidden=("pagedkv_lib.core.slot_mapping:slot_mapping_for",)),
-    Exercise(124, "store_kvcache", "store_kvcache", "easy", "03 Slot mapping and store_kvcache",
-             {"store_kvcache": "pagedkv_lib.core.store_kvcache:store_kvcache"}),
-    Exercise(125, "paged_decode_attention", "Paged decode attention", "medium", "04 Paged decode attention",
-             {"paged_attention_decode": f"{_ATTN}:paged_attention_decode"},
-             forbidden=(f"{_ATTN}:paged_attention_varlen", "pagedkv_lib.core.kv_cache:gather_kv")),
-    Exercise(126, "varlen_paged_attention", "Varlen paged attention", "medium", "05 Varlen attention",
-             {"paged_attention_varlen": f"{_ATTN}:paged_attention_varlen"},
-             forbidden=(f"{_ATTN}:paged_attention_decode", "pagedkv_lib.core.kv_cache:gather_kv")),
-    Exercise(127, "block_pool_cow", "Block pool, fork and copy-on-write", "medium",
-             "08 Fork and copy-on-write",
-             {"BlockPool": "pagedkv_lib.core.block_pool:BlockPool",
-              "append_slot": "pagedkv_lib.core.copy_on_write:append_slot"},
-             forbidden=("pagedkv_lib.core.copy_on_write:copy_block",)),
-    Exercise(128, "kernel_inputs", "Kernel inputs", "medium", "06 From scheduler to kernel inputs",
-             {"prepare_prefill": "pagedkv_lib.core.model_inputs:prepare_prefill",
-              "prepare_decode": "pagedkv_lib.core.model_inputs:prepare_decode"},
-             forbidden=("pagedkv_lib.core.model_inputs:pad_block_tables",)),
-    Exercise(129, "prefix_caching", "Prefix-caching block manager", "hard", "07 Prefix caching",
-             {"BlockManager": "pagedkv_lib.core.block_manager:BlockManager"}),
-    Exercise(130, "triton_store_kvcache", "Triton store_kvcache", "medium", "10 Triton: store_kvcache",
-             {"store_kvcache_triton": "pagedkv_lib.core.store_kvcache:store_kvcache"},
-             forbidden=tuple(f"{_KS}:{n}" for n in ("store_kvcache_triton", "launch_store_kvcache",
-                                                     "_store_kvcache_kernel")),
-             time_limit_s=20.0, memory_limit_mb=None, devices=("cpu", "cuda"), triton=True),
-    Exercise(131, "triton_paged_decode", "Triton paged decode", "hard", "11 Triton: paged decode attention",
-             {"paged_attention_decode_triton": f"{_ATTN}:paged_attention_decode"},
-             forbidden=(f"{_ATTN}:paged_attention_varlen", "pagedkv_lib.core.kv_cache:gather_kv",
-                        *(f"{_KD}:{n}" for n in ("paged_attention_decode_triton", "launch_decode_attention",
-                                                 "_decode_attention_kernel", "_reduce_splits_kernel"))),
-             time_limit_s=20.0, memory_limit_mb=None, devices=("cpu", "cuda"), triton=True),
-    Exercise(132, "scheduler_step", "Scheduler with preemption", "hard", "14 Capstone: a mini engine",
-             {"schedule": "pagedkv_lib.engine.scheduler:schedule"},
-             forbidden=("pagedkv_lib.engine.scheduler:preempt", "pagedkv_lib.engine.scheduler:Scheduler")),
-    Exercise(133, "triton_paged_prefill", "Triton paged prefill", "hard",
-             "12 Triton: paged prefill attention",
-             {"paged_attention_varlen_triton": f"{_ATTN}:paged_attention_varlen"},
-             forbidden=(f"{_ATTN}:paged_attention_decode", "pagedkv_lib.core.kv_cache:gather_kv",
-                        *(f"{_KP}:{n}" for n in ("paged_attention_varlen_triton", "launch_prefill_attention",
-                                                 "_prefill_attention_kernel"))),
-             time_limit_s=30.0, memory_limit_mb=None, devices=("cpu", "cuda"), triton=True),
-    Exercise(134, "fp8_kv_cache", "FP8 KV cache", "medium", "13 FP8 KV cache",
-             {"store_kvcache_fp8": "pagedkv_lib.core.store_kvcache:store_kvcache",
-              "gather_kv_dequant": f"{_KQ}:gather_kv_dequant"},
-             forbidden=(f"{_KQ}:quantize_fp8", f"{_KQ}:dequantize_fp8",
-                        "pagedkv_lib.core.kv_cache:gather_kv")),
-)}
+EXERCISES: dict[int, Exercise] = {card["id"]: Exercise(**card) for card in CARDS}
 
 
 def get(exercise_id) -> Exercise:

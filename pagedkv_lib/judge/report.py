@@ -7,7 +7,7 @@ JSON schema (`judge.py ID FILE --json`; a batch gives a list of these objects):
      "passed": int, "total": int, "wall_s": float, "isolation": str (how the submission was kept in, e.g.
      "bwrap sandbox (...) + cgroup pids.max 256 + in-process
                   guards"),
-     "tampered": [str] (protected files that changed while it ran: then the verdict is "tampering"),
+     "tampered": [str] (unsandboxed: what changed while it ran; then the verdict is "tampering"),
      "load_error": null | {"verdict", "message", "hint", "details": [str], "max_abs_err": null},
      "cases": [{"name": "fixed/...", "verdict": str (or "skipped"), "time_s": float | null,
                 "message": str, "hint": str, "details": [str], "max_abs_err": float | null}],
@@ -18,8 +18,7 @@ from __future__ import annotations
 import csv
 import io
 
-from .compare import show
-from .integrity import describe
+from .cases.compare import show
 from .outcome import CODES, PASSED
 
 
@@ -30,8 +29,8 @@ def text(result, verbose: bool = False, timing: bool = True) -> str:
     if timing:                                   # notebooks leave it out: it differs between machines
         lines.append(f"  isolation: {result.isolation}")
     if result.tampered:
-        lines += ["", "TAMPERING: protected files changed while this submission ran, so its verdict "
-                      "cannot be trusted:", *_indent([describe(result.tampered)])]
+        lines += ["", f"TAMPERING: {', '.join(result.tampered)} changed while this submission ran "
+                      "unsandboxed, so its verdict cannot be trusted"]
     if result.load is not None:
         lines += [f"The submission could not be graded: {result.load.verdict}",
                   *_indent([result.load.message, *result.load.details])]
@@ -82,16 +81,7 @@ def to_dict(result) -> dict:
             "isolation": result.isolation, "tampered": list(result.tampered),
             "load_error": result.load.to_dict() if result.load else None,
             "cases": [{"name": c.name, "time_s": c.time_s, **c.outcome.to_dict()} for c in result.cases],
-            "output": result.output, "output_bytes": result.output_total, "bench": _plain(result.bench)}
-
-
-def _plain(value):
-    """Bench figures as JSON-able values."""
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value if isinstance(value, (int, float, str, bool, type(None))) else show(value)
+            "output": result.output, "output_bytes": result.output_total, "bench": result.bench}
 
 
 def batch_table(results) -> str:

@@ -1,8 +1,8 @@
-"""The learner's status per exercise, kept in a small git-ignored JSON file that the judge updates.
+"""The learner's status per exercise, in a small git-ignored JSON file that the judge updates.
 
 Path: practice/.judge_status.json, or $PAGEDKV_JUDGE_STATUS. Only the judge's parent process writes it, after
-its children have exited (and only when no protected file changed meanwhile); every entry is checked
-against the schema when read, and one that does not validate shows as "unknown", never as passed.
+its children have exited, and only for the learner's own file of an exercise (practice/<id>_<slug>.py) or
+code graded in a notebook. An entry that is not one the judge could have written shows as "unknown".
 
     {"127": {"verdict": "passed", "passed": 19, "total": 19, "file": "practice/127_....py", "seed": 0,
              "when": "2026-11-30 20:15:00", "source": "file" | "notebook"}, ...}
@@ -26,7 +26,7 @@ def path() -> Path:
 
 
 def read() -> dict:
-    """{exercise id (str): entry} as stored; not validated (see `entry`)."""
+    """{exercise id (str): entry} as stored, not validated."""
     try:
         data = json.loads(path().read_text())
         return data if isinstance(data, dict) else {}
@@ -35,43 +35,42 @@ def read() -> dict:
 
 
 def valid(entry) -> bool:
-    """An entry the judge could have written: the fields and types of the schema, a known verdict, counts
-    that agree with it."""
-    if not isinstance(entry, dict) or any(type(entry.get(k)) is not t for k, t in _FIELDS.items()):
-        return False
-    if entry["verdict"] not in VERDICTS or entry["verdict"] in (TAMPERING, SKIPPED):
-        return False
-    if not 0 <= entry["passed"] <= entry["total"]:
-        return False
-    return (entry["verdict"] == PASSED) == (entry["passed"] == entry["total"] > 0)
+    """The fields and types of the schema, a verdict the judge records, counts that agree with it."""
+    return (isinstance(entry, dict) and all(type(entry.get(k)) is t for k, t in _FIELDS.items())
+            and entry["verdict"] in VERDICTS and entry["verdict"] not in (TAMPERING, SKIPPED)
+            and 0 <= entry["passed"] <= entry["total"]
+            and (entry["verdict"] == PASSED) == (entry["passed"] == entry["total"] > 0))
 
 
 def entry(exercise_id: int) -> dict | None:
-    """The validated entry of one exercise; {"verdict": "unknown"} if it does not validate; None if absent."""
+    """The entry of one exercise; {"verdict": "unknown"} if it does not validate; None if there is none."""
     found = read().get(str(exercise_id))
-    if found is None:
-        return None
-    return found if valid(found) else {"verdict": UNKNOWN}
+    return found if found is None or valid(found) else {"verdict": UNKNOWN}
 
 
 def record(result, source: str = "file") -> bool:
     """Remember the verdict of `result` (a grading.Result); never fails the grading. Returns whether it wrote.
-
-    A notebook run ("notebook") records only what the learner wrote there (not the notebook's own empty
-    stub), and never replaces a stored pass with a worse verdict. A tampered result is never recorded.
-    """
-    if result.tampered or result.verdict == TAMPERING:
-        return False
+    A notebook run records only what the learner wrote there (not an empty stub) and never replaces a
+    stored pass with a worse verdict."""
     data = {k: v for k, v in read().items() if valid(v)}
     old = data.get(str(result.exercise_id), {})
-    if source == "notebook":
-        if result.verdict == NOT_IMPLEMENTED:
-            return False
-        if old.get("verdict") == PASSED and not result.ok:
-            return False
+    if result.tampered or (source == "notebook" and (result.verdict == NOT_IMPLEMENTED or
+                                                     (old.get("verdict") == PASSED and not result.ok))):
+        return False
     data[str(result.exercise_id)] = {"verdict": result.verdict, "passed": result.passed,
                                      "total": result.total, "file": result.label, "seed": result.seed,
                                      "when": time.strftime("%Y-%m-%d %H:%M:%S"), "source": source}
+    return _write(data)
+
+
+def forget(exercise_id: int) -> None:
+    """Drop the entry of one exercise (its stub was put back)."""
+    data = read()
+    if data.pop(str(exercise_id), None) is not None:
+        _write(data)
+
+
+def _write(data: dict) -> bool:
     try:
         target = path()
         tmp = target.with_name(target.name + ".tmp")

@@ -8,14 +8,14 @@ A case module defines
     check(case, expected, got) -> Outcome   compares two observations; a hint names the usual mistake
     bench(ns, device) -> dict   (optional)  figures printed by `judge.py ID --bench`
 Exceptions raised by submitted code inside `run` give the case its verdict (runtime error, not implemented,
-memory limit); scripted cases (127, 129) catch them per step instead, see `script.py`.
+memory limit); scripted cases (127, 129) catch them per step instead, see `script.py`. `exercises.py` holds
+each exercise's card (title, notebook, oracle, limits). Importing this package imports no torch (the judge's
+--list reads the cards); the case modules do.
 """
 from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-
-import torch
 
 
 @dataclass
@@ -35,6 +35,8 @@ def observe(value, depth: int = 0):
 
     Anything else becomes {"__opaque__": type name, "repr": ...}, which never equals an expected value.
     """
+    import torch
+
     if depth > 20:
         return {"__opaque__": "too deeply nested", "repr": ""}
     t = type(value)
@@ -56,12 +58,14 @@ def observe(value, depth: int = 0):
 
 def diff_free(a, b) -> bool:
     """True when two case inputs are equal (tensors elementwise, NaN equal to NaN, objects by their state)."""
-    from pagedkv_lib.judge.compare import diff
+    from pagedkv_lib.judge.cases.compare import diff
 
     return diff(observe(_state(a)), observe(_state(b))) is None
 
 
 def _state(value):
+    import torch
+
     if isinstance(value, (list, tuple)):
         return [_state(v) for v in value]
     if isinstance(value, dict):
@@ -73,12 +77,12 @@ def _state(value):
 
 def call_text(fn: str, **kwargs) -> str:
     """`slot_mapping_for(block_table=[5, 6], ...)` with long values abbreviated."""
-    from pagedkv_lib.judge.compare import show
+    from pagedkv_lib.judge.cases.compare import show
 
     return f"{fn}(" + ", ".join(f"{k}={show(v)}" for k, v in kwargs.items()) + ")"
 
 
-def tensor_text(name: str, t: torch.Tensor, note: str = "") -> str:
+def tensor_text(name: str, t, note: str = "") -> str:
     dtype = str(t.dtype).replace("torch.", "")
     small = f" = {t.tolist()}" if t.numel() <= 16 and not t.is_floating_point() else ""
     return f"{name}: shape {list(t.shape)} {dtype}{small}{note}"

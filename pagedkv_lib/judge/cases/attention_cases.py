@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from pagedkv_lib.judge.compare import close, diff, show
+from pagedkv_lib.judge.cases.compare import close, diff, show
 from pagedkv_lib.judge.outcome import Outcome, wrong
 from pagedkv_lib.testing.paged_batch import make_paged_batch
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import random
 
-from pagedkv_lib.judge.compare import kind
+from pagedkv_lib.judge.cases.compare import kind
 from pagedkv_lib.judge.outcome import Outcome, wrong
 
 from . import Case, call_text, observe

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import random
 
-from pagedkv_lib.judge.compare import diff, int_list, show
+from pagedkv_lib.judge.cases.compare import diff, int_list, show
 from pagedkv_lib.judge.outcome import Outcome, wrong
 
 from . import Case, call_text, fresh, observe

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import random
 
-from pagedkv_lib.judge.compare import int_list
+from pagedkv_lib.judge.cases.compare import int_list
 from pagedkv_lib.judge.outcome import Outcome
 
 from . import Case, call_text, fresh, observe

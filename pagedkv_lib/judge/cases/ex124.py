@@ -17,7 +17,7 @@ import random
 
 import torch
 
-from pagedkv_lib.judge.compare import diff, show
+from pagedkv_lib.judge.cases.compare import diff, show
 from pagedkv_lib.judge.outcome import Outcome, wrong
 
 from . import Case, fresh, observe, tensor_text

@@ -21,7 +21,7 @@ import random
 import torch
 
 from pagedkv_lib.core.sequence import Sequence
-from pagedkv_lib.judge.compare import diff, kind, show
+from pagedkv_lib.judge.cases.compare import diff, kind, show
 from pagedkv_lib.judge.outcome import Outcome, wrong
 
 from . import Case, fresh, observe

@@ -28,7 +28,7 @@ import random
 
 from pagedkv_lib.core.block_manager import BlockManager
 from pagedkv_lib.core.sequence import Sequence
-from pagedkv_lib.judge.compare import show
+from pagedkv_lib.judge.cases.compare import show
 from pagedkv_lib.judge.outcome import Outcome
 
 from . import Case

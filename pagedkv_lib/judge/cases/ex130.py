@@ -18,7 +18,7 @@ import sys
 import torch
 
 from pagedkv_lib.core.store_kvcache import store_kvcache as _oracle
-from pagedkv_lib.judge.compare import diff
+from pagedkv_lib.judge.cases.compare import diff
 from pagedkv_lib.judge.outcome import Outcome, wrong
 
 from . import Case, ex124, fresh, observe

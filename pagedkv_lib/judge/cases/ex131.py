@@ -54,7 +54,7 @@ EXTRA = [  # name, context_lens, block_size, H, H_kv, D, options (make_case's)
     ("many_tiles_fp16", [300], 16, 4, 2, 16, {"dtype": "fp16", "extra_padding": 2}),
 ]
 CUDA = [  # long contexts natively: name, context_lens, block_size, H, H_kv, D, options; the first has G = 4,
-          # where tl.dot with BLOCK_G = 4 rows fails to compile (outcome.describe_exception names the cause)
+          # where tl.dot with BLOCK_G = 4 rows fails to compile (Outcome.of_exception names the cause)
     ("bf16_gqa4_4096", [4096, 4095, 4097, 1], 16, 32, 8, 128, {"dtype": "bf16", "extra_padding": 2}),
     ("fp16_block_size_256", [3000, 257, 1024], 256, 32, 8, 128, {"dtype": "fp16", "extra_padding": 1}),
     ("fp32_gqa8_block_size_1", [700, 33], 1, 16, 2, 64, {"extra_padding": 3}),

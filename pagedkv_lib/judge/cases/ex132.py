@@ -33,8 +33,8 @@ from collections import deque
 
 from pagedkv_lib.core.block_manager import BlockManager
 from pagedkv_lib.core.sequence import Sequence
-from pagedkv_lib.judge.compare import show
-from pagedkv_lib.judge.outcome import Outcome, describe_exception, from_record, wrong
+from pagedkv_lib.judge.cases.compare import show
+from pagedkv_lib.judge.outcome import Outcome, wrong
 
 from . import Case
 from .ex132_hints import hint
@@ -168,7 +168,7 @@ def run(ns, case: Case) -> dict:
         except (NotImplementedError, MemoryError, RecursionError):
             raise                                      # the whole case: not implemented, memory limit, ...
         except Exception as exc:                       # this step: a runtime error, with the learner's trace
-            steps.append({"before": before, "error": describe_exception(exc)})
+            steps.append({"before": before, "error": Outcome.of_exception(exc).to_dict()})
             break
         step = {"before": before, **_returned(ret), **_state(seqs, waiting, running, bm)}
         steps.append(step)
@@ -221,7 +221,7 @@ def check(case: Case, expected: dict, got: dict) -> Outcome:
         where = f"step {t} (before it: waiting {e['before']['waiting']}, running {e['before']['running']}, "\
                 f"{e['before']['free']} free blocks)"
         if "error" in g:
-            outcome = from_record(g["error"])
+            outcome = Outcome.from_child(g["error"])
             outcome.message = f"{where}: schedule raised {outcome.message}"
             outcome.hint = outcome.hint or ("call the BlockManager only as the contract says: allocate after "
                                             "can_allocate, may_append after can_append, deallocate once")

@@ -16,7 +16,7 @@ import random
 
 import torch
 
-from pagedkv_lib.judge.compare import close, diff, kind, show
+from pagedkv_lib.judge.cases.compare import close, diff, kind, show
 from pagedkv_lib.judge.outcome import Outcome, wrong
 
 from . import Case, fresh, observe

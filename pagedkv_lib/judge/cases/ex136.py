@@ -28,7 +28,7 @@ from __future__ import annotations
 import random
 
 from pagedkv_lib.core.block_pool import BlockPool
-from pagedkv_lib.judge.compare import show
+from pagedkv_lib.judge.cases.compare import show
 from pagedkv_lib.judge.outcome import Outcome
 
 from . import Case

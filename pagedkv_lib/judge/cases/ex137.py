@@ -32,7 +32,7 @@ import random
 import torch
 
 from pagedkv_lib.core.block_pool import BlockPool
-from pagedkv_lib.judge.compare import diff, show
+from pagedkv_lib.judge.cases.compare import diff, show
 from pagedkv_lib.judge.outcome import Outcome, wrong
 
 from . import Case, fresh, observe

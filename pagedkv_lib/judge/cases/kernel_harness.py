@@ -1,5 +1,5 @@
-"""What the Triton exercises' cases share (130, 131, and later ones): guard memory, the device a kernel runs
-on, the interpreter's known troubles, and the `--bench` figures.
+"""What the Triton exercises' cases share (130, 131, 133, 135): guard memory, the device a kernel runs on, the
+kernels a submission launched, the interpreter's known troubles, and the `--bench` figures.
 
 Guard memory: every output a kernel writes is a view into a buffer with a NaN block before and after it, so
 a write through slot -1 or past a row lands where the check sees it. Devices: the "cpu" case sets run the
@@ -8,15 +8,20 @@ Benchmark: the child times the submission (`bench_submission`); the parent, once
 times the library's kernel on the same inputs and writes the report (`bench_report`). A case module that
 has a benchmark defines NAME, BENCH (label -> shape), bench_inputs(label, device), bench_correct(fn, args)
 and library_kernel().
+Launches: each contract says the work is done by a Triton kernel launched by the graded function, so `call`
+counts the launches during the call (the oracle, PyTorch, launches none and is not counted) and the check
+turns a count of 0 into a wrong answer (`not_launched`).
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 
 import torch
 
-from pagedkv_lib.judge.compare import show
+from pagedkv_lib.judge.cases.compare import show
+from pagedkv_lib.judge.outcome import Outcome, wrong
 
 NEEDS_GPU = ("the benchmark runs natively on a CUDA GPU: python practice/judge.py {id} --device cuda --bench "
              "(on this device the kernels run in Triton's interpreter, far too slow to time)")
@@ -112,16 +117,73 @@ def where(ns: dict, name: str, oracle, device: str) -> str:
     return device
 
 
-def call(fn, *args):
-    """fn(*args), naming the errors of older Triton interpreters that are not the submission's fault."""
+def call(ns: dict, name: str, oracle, *args) -> tuple:
+    """(ns[name](*args), the number of Triton kernels it launched), the count None for the oracle (PyTorch);
+    the errors of older Triton interpreters that are not the submission's fault are named."""
+    fn = ns[name]
     try:
-        return fn(*args)
+        if fn is oracle:
+            return fn(*args), None
+        with counting_launches() as launches:
+            result = fn(*args)
+        return result, launches[0]
     except Exception as exc:
         if type(exc).__name__ == "InterpreterError":                # raised inside an interpreted kernel
             for words, advice in INTERPRETER_TROUBLE.items():
                 if words in str(exc):
                     raise RuntimeError(advice) from exc
         raise
+
+
+@contextlib.contextmanager
+def counting_launches():
+    """Inside: [the number of Triton kernels launched so far], natively or in the interpreter. The launch
+    path (`run`, where `kernel[grid](...)` and an autotuner end up; `__getitem__` where an older
+    interpreter defines its own) of triton's JITFunction and the interpreter's InterpretedFunction is
+    wrapped while inside."""
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+
+    launches, saved = [0], []
+
+    def counted(launch):
+        def run(self, *args, **kwargs):
+            if not kwargs.get("warmup"):
+                launches[0] += 1
+            return launch(self, *args, **kwargs)
+        return run
+
+    def counted_grid(getitem):
+        def index(self, grid):
+            launcher = getitem(self, grid)
+
+            def launch(*args, **kwargs):
+                launches[0] += 1
+                return launcher(*args, **kwargs)
+            return launch
+        return index
+
+    for cls in (JITFunction, InterpretedFunction):
+        for attr, wrap in (("run", counted), ("__getitem__", counted_grid)):
+            if attr in vars(cls):
+                saved.append((cls, attr, vars(cls)[attr]))
+                setattr(cls, attr, wrap(vars(cls)[attr]))
+    try:
+        yield launches
+    finally:
+        for cls, attr, original in saved:
+            setattr(cls, attr, original)
+
+
+NO_KERNEL = ("the contract says the work is done by a Triton kernel launched here: write it with @triton.jit "
+             "and launch it as kernel[grid](...); PyTorch operations alone do not count")
+
+
+def not_launched(got: dict) -> Outcome | None:
+    """A wrong answer when the submission launched no Triton kernel during the case, else None."""
+    if isinstance(got, dict) and got.get("launches") == 0:
+        return wrong("no Triton kernel was launched", NO_KERNEL)
+    return None
 
 
 # ----------------------------------------------------------------------------------------------------------

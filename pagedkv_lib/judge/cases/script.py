@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import torch
 
-from pagedkv_lib.judge.compare import diff, show
-from pagedkv_lib.judge.outcome import ForbiddenCall, describe_exception, from_record, wrong
+from pagedkv_lib.judge.cases.compare import diff, show
+from pagedkv_lib.judge.outcome import ForbiddenCall, Outcome, wrong
 
 from . import observe
 
@@ -31,7 +31,7 @@ def run_script(ops, apply, snapshot, may_raise=()) -> dict:
                 step = {"raised": type(exc).__name__}
             step.update(snapshot(state, op))
         except BaseException as exc:
-            steps.append({"error": describe_exception(exc)})
+            steps.append({"error": Outcome.of_exception(exc).to_dict()})
             break
         steps.append(step)
     return {"steps": steps}
@@ -46,7 +46,7 @@ def compare_steps(ops, expected: dict, got: dict, keys, render, hint):
         g = got_steps[i] if i < len(got_steps) else {"error": {"message": "the script stopped"}}
         trail = _trail(ops, exp_steps, i, render)
         if "error" in g:
-            outcome = from_record(g["error"])
+            outcome = Outcome.from_child(g["error"])
             outcome.details = [f"at step {i + 1}, {render(ops[i], None)}:", *trail, *outcome.details]
             return outcome
         for key in keys:

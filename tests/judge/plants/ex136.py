@@ -1,6 +1,6 @@
 # ruff: noqa: E501  (planted bugs quote whole lines of the solutions)
 """Planted bugs of exercise 136 (radix cache), each breaking one clause of the contract."""
-from judge_plants.bugs import RE, WA, Plant
+from plants import RE, WA, Plant
 
 PLANTS = {
     'split_loses_the_tail': Plant([

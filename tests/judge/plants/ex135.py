@@ -1,6 +1,6 @@
 # ruff: noqa: E501  (planted bugs quote whole lines of the solution)
-"""Planted bugs of exercise 135, the Triton primer's puzzles (judge_plants/bugs.py says what a Plant is)."""
-from judge_plants.bugs import RE, WA, Plant
+"""Planted bugs of exercise 135, the Triton primer's puzzles (plants/__init__.py says what a Plant is)."""
+from plants import RE, WA, Plant
 
 ROW_LOAD = 'x = tl.load(x_ptr + r * x_stride + start + offs, mask=inside, other=float("-inf")).to(tl.float32)\n'
 PASS_1 = f'        inside = start + offs < n\n        {ROW_LOAD}        m_new'

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from judge_plants.bugs import BUGS
+from plants import BUGS
 
 from pagedkv_lib.judge.cases import diff_free, kernel_harness
 from pagedkv_lib.judge.grading import grade

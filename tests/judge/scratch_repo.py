@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
 
 
@@ -45,8 +45,10 @@ def make_scratch_repo(dest: Path) -> Path:
 
 
 def learner_env(**extra) -> dict:
-    """The environment of a shell where the course's .venv is activated (its bin first on PATH)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    """The environment of a shell where the course's .venv is activated (its bin first on PATH); the status
+    file is the scratch course's own, practice/.judge_status.json."""
+    drop = ("PYTHONPATH", "PYTHONHOME", "PAGEDKV_JUDGE_STATUS")
+    env = {k: v for k, v in os.environ.items() if k not in drop}
     env["PATH"] = f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
     env["VIRTUAL_ENV"] = str(VENV_BIN.parent)
     env.update(extra)

@@ -98,16 +98,16 @@ def test_131_tl_dot_with_fewer_than_16_rows_is_named_on_a_gpu_and_passes_in_the_
     """The GPU compiler refuses a tl.dot of fewer than 16 rows (G = 4 in the judge's GPU cases); the judge's
     hint names it. On the CPU a recent interpreter accepts it (an older one refuses it too, and the hint is
     the same); with CUDA the GPU case set must refuse it."""
-    from pagedkv_lib.judge.outcome import describe_exception
+    from pagedkv_lib.judge.outcome import Outcome
 
     class CompilationError(Exception):                               # triton.compiler.errors' words
         pass
 
     said = ("at 33:12:\n        s = tl.dot(q, tl.trans(k)) * scale\n            ^\n"
             "AssertionError('Input shapes should have M >= 16, N >= 16 and K >= 16')")
-    record = describe_exception(CompilationError(said))
-    assert record["verdict"] == "runtime error" and "at least 16" in record["hint"]
-    assert "BLOCK_G = max(16" in record["hint"]
+    record = Outcome.of_exception(CompilationError(said))
+    assert record.verdict == "runtime error" and "at least 16" in record.hint
+    assert "BLOCK_G = max(16" in record.hint
     cases = ex131.build(0, "cuda")
     assert any(c.args["q"].shape[1] // c.args["k_cache"].shape[2] == 4 for c in cases)
     path = tl_dot_submission(tmp_path)

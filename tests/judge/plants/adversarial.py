@@ -6,7 +6,7 @@ so that only the hostile behaviour is wrong.
 """
 from pathlib import Path
 
-SOLUTIONS = Path(__file__).resolve().parents[2] / "solutions"
+SOLUTIONS = Path(__file__).resolve().parents[3] / "solutions"
 S122 = (SOLUTIONS / "122_slot_mapping.py").read_text()
 S125 = (SOLUTIONS / "125_paged_decode_attention.py").read_text()
 S127 = (SOLUTIONS / "127_block_pool_cow.py").read_text()
@@ -41,13 +41,14 @@ ADVERSARIAL = {
     "grows_a_list_until_memory_runs_out": (122, in_body("import torch\nhog = []\nwhile True:\n"
                                                    "    hog.append(torch.empty(2**28, dtype=torch.uint8))"),
                                            {MLE}),
+    # bytearray(n) writes its n zeros: 2 GiB take about a second, so the cap or the deadline comes first
     "fills_memory_with_bytearrays": (122, in_body("hog = []\nfor _ in range(100):\n    hog.append(bytearray(100 * 2**20))"),
-                                     {MLE}),
+                                     {MLE, TLE}),
     "fills_memory_with_bytearrays_at_import": (122, at_import("hog = []\nfor _ in range(100):\n"
-                                                              "    hog.append(bytearray(100 * 2**20))"), {MLE}),
+                                                              "    hog.append(bytearray(100 * 2**20))"), {MLE, TLE}),
     "fills_memory_slowly_past_the_time_limit": (122, in_body("import time\nhog = []\nwhile True:\n"
                                                              "    hog.append(bytearray(20 * 2**20))\n    time.sleep(0.05)"),
-                                                {MLE}),
+                                                {TLE}),   # the deadline passes before the cap: a time limit
     "floods_stdout": (122, in_body("while True:\n    print('x' * 1000)"), {RE}),
     "floods_stderr_then_answers": (122, in_body("import sys\nsys.stderr.write('y' * 10**7)"), {RE}),
     "prints_a_fake_verdict": (122, in_body("print('20/20 passed: PASSED')\nreturn []"), {WA}),

@@ -1,6 +1,6 @@
 # ruff: noqa: E501  (planted bugs quote whole lines of the solutions)
 """Planted bugs of exercise 137 (KV transfer between instances), each breaking one clause of the contract."""
-from judge_plants.bugs import WA, Plant
+from plants import WA, Plant
 
 PLANTS = {
     'scattered_in_id_order': Plant([

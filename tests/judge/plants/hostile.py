@@ -10,7 +10,7 @@ submission would: next to the `pagedkv_lib` it imports (the judge's own checkout
 """
 from pathlib import Path
 
-SOLUTIONS = Path(__file__).resolve().parents[2] / "solutions"
+SOLUTIONS = Path(__file__).resolve().parents[3] / "solutions"
 S122 = (SOLUTIONS / "122_slot_mapping.py").read_text()
 BODY = "    return [block_table[p // block_size] * block_size + p % block_size for p in positions]\n"
 ROOT = "import os, pagedkv_lib\nROOT = os.path.dirname(os.path.dirname(os.path.abspath(pagedkv_lib.__file__)))\n"

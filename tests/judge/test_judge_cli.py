@@ -17,7 +17,7 @@ from pagedkv_lib.judge.notebook import judge
 from pagedkv_lib.judge.outcome import Outcome
 from pagedkv_lib.judge.stubs import make_stub
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SOLUTION_122 = (ROOT / "solutions" / "122_slot_mapping.py").read_text()
 OFF_BY_ONE = SOLUTION_122.replace("+ p % block_size for p", "+ p % block_size + 1 for p")
 N122 = len(registry.get(122).cases().build(0))                        # cases of exercise 122 at any seed
@@ -87,6 +87,48 @@ def test_judge_cli_usage_errors_exit_2(capsys):
     assert cli.main(["122", "no/such/file.py"]) == 2
     assert cli.main([]) == 2
     assert "expected one of" in capsys.readouterr().err
+
+
+def test_judge_cli_records_status_only_for_the_learners_own_file_of_the_exercise(status_file, tmp_path,
+                                                                                  monkeypatch, capsys):
+    """Grading another file for an id (an instructor's, or the wrong exercise's) records nothing; a file that
+    defines none of the graded names says so instead of asking to replace NotImplementedError."""
+    monkeypatch.setattr(registry, "PRACTICE_DIR", tmp_path)
+    own = tmp_path / registry.get(122).filename
+    own.write_text(SOLUTION_122)
+    assert cli.main(["122"]) == 0 and json.loads(status_file.read_text())["122"]["verdict"] == "passed"
+    other = tmp_path / registry.get(127).filename
+    other.write_text(make_stub((ROOT / "solutions" / registry.get(127).filename).read_text(), 127))
+    capsys.readouterr()
+    assert cli.main(["122", str(other)]) == 1
+    out = capsys.readouterr().out
+    assert "defines none of what exercise 122 grades (slot_mapping_for)" in out
+    assert "is it the file of exercise 122?" in out and "NotImplementedError" not in out
+    assert json.loads(status_file.read_text())["122"]["verdict"] == "passed"
+
+
+def test_judge_cli_without_torch_says_which_environment_to_activate(tmp_path):
+    """The learner's shell without the course's environment: one line, exit 2, no traceback."""
+    bare = Path(sys.base_exec_prefix) / "bin" / "python3"
+    probe = subprocess.run([str(bare), "-c", "import torch"], capture_output=True)
+    if probe.returncode == 0:
+        pytest.skip(f"{bare} has torch: no Python without it to try")
+    done = subprocess.run([str(bare), "practice/judge.py", "122"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.strip().splitlines() == [done.stderr.strip()]
+    assert "torch is not installed" in done.stderr and ". .venv/bin/activate" in done.stderr
+
+
+def test_judge_cli_grades_several_files_unsandboxed_only_when_asked(tmp_path, monkeypatch, capsys):
+    from pagedkv_lib.judge import isolation
+
+    monkeypatch.setattr(isolation, "bwrap_path", lambda: None)
+    solution = str(registry.get(122).solution_path)
+    assert cli.main(["122", solution, solution]) == 2
+    assert "--no-sandbox" in capsys.readouterr().err
+    assert cli.main(["122", solution, solution, "--no-sandbox", "--json"]) == 0
+    assert all("not a sandbox" in r["isolation"] for r in json.loads(capsys.readouterr().out))
 
 
 def test_judge_seed_reruns_the_same_random_cases_and_changes_them():

@@ -55,14 +55,22 @@ def test_stub_writer_regenerates_an_untouched_stub_after_a_maintainer_edits_the_
     assert sh("python -m pagedkv_lib.judge.stubs --check", repo).returncode == 1   # not committed yet
 
 
-def test_judge_reset_restores_one_stub_with_a_backup(tmp_path):
+def test_judge_reset_restores_one_stub_with_a_backup_and_forgets_its_status(tmp_path):
     repo = make_scratch_repo(tmp_path / "repo")
     target = repo / "practice" / EX.filename
+    target.write_text(EX.solution_path.read_text())
+    assert sh(f"python practice/judge.py {EX.id}", repo).returncode == 0
+    assert "passed (" in sh("python practice/judge.py --list", repo).stdout
     target.write_text("# half done\n")
     done = sh(f"python practice/judge.py --reset {EX.id}", repo)
     assert done.returncode == 0, done.stderr
     (backup,) = target.parent.glob(f"{EX.filename}.bak-*")
     assert backup.read_text() == "# half done\n" and backup.name in done.stdout
+    listed = next(line for line in sh("python practice/judge.py --list", repo).stdout.splitlines()
+                  if line.lstrip().startswith(str(EX.id)))
+    assert listed.endswith("not graded yet"), listed
+    status = sh("git status --porcelain practice/", repo).stdout
+    assert ".bak-" not in status, status                     # git-ignored: the learner's, not the course's
     assert target.read_text() == make_stub(EX.solution_path.read_text(), EX.id)
     again = sh(f"python practice/judge.py --reset {EX.id}", repo)
     assert again.returncode == 0 and "already" in again.stdout

@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from judge_plants.bugs import BUGS
+from plants import BUGS
 
 from pagedkv_lib.judge.cases import ex132
 from pagedkv_lib.judge.registry import get

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from .outcome import Outcome, wrong
+from pagedkv_lib.judge.outcome import Outcome, wrong
 
 
 def show(value, focus: int | None = None, width: int = 16) -> str:

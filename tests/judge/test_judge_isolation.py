@@ -1,13 +1,13 @@
-"""The judge's integrity against hostile submissions: nothing outlives a verdict, nothing is written behind.
+"""The judge against hostile submissions: nothing outlives a verdict, nothing is written behind its back.
 
-Every test works in a scratch copy of the repository (tests/scratch_repo.py), so a submission that got
-through would damage only the copy. Three layers, tested together and one at a time:
-- the in-process guards (judge/guards.py): each hostile behaviour of judge_plants/hostile.py is refused and
-  the refusal is the verdict, in the sandbox and in a plain fork;
-- the operating system (judge/isolation.py), with the guards off: bubblewrap keeps every file as it was
-  and its PID namespace ends every process; without it a cgroup, or the subreaper sweep, ends them;
-- the parent's integrity check (judge/integrity.py): a write that got through is reported as tampering,
-  the batch stops, exits non-zero, and records nothing.
+Every test works in a scratch copy of the repository (scratch_repo.py), so a submission that got through
+would damage only the copy. The layers, tested together and one at a time:
+- the in-process guard (judge/guards.py): each hostile behaviour of plants/hostile.py is refused and the
+  refusal is the verdict, in the sandbox and in a plain fork;
+- the operating system (judge/isolation.py), with the guard off: bubblewrap keeps every file as it was and
+  its PID namespace ends every process the submission started;
+- without the sandbox, the parent's digest of what a verdict rests on (the status file, the judge's own
+  files): a write that got through is tampering, the batch stops, exits 3, and records nothing.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
-from judge_plants.hostile import HOSTILE
+from plants.hostile import HOSTILE
 from scratch_repo import make_scratch_repo, sh
 
 from pagedkv_lib.judge import isolation
@@ -31,7 +31,7 @@ NEEDS_BWRAP = pytest.mark.skipif(isolation.bwrap_path() is None,
 DRIVER = """
 import json, sys
 from pagedkv_lib.judge.grading import grade
-from pagedkv_lib.judge.sandbox import Limits
+from pagedkv_lib.judge.grading import Limits
 limits = Limits(time_limit_s=1.0, import_limit_s=10.0, total_limit_s=3.0, max_restarts=0, guards=False)
 results = grade(122, sys.argv[2:], limits=limits, jobs=2, isolation=sys.argv[1])
 print(json.dumps([[r.label, r.verdict, r.isolation, r.tampered] for r in results]))
@@ -40,9 +40,9 @@ print(json.dumps([[r.label, r.verdict, r.isolation, r.tampered] for r in results
 
 CLI_DRIVER = """
 import dataclasses, sys
-import pagedkv_lib.judge.sandbox as sandbox
-made = sandbox.Limits.for_exercise.__func__
-sandbox.Limits.for_exercise = classmethod(lambda cls, ex, **o: dataclasses.replace(made(cls, ex, **o),
+import pagedkv_lib.judge.grading as grading
+made = grading.Limits.for_exercise.__func__
+grading.Limits.for_exercise = classmethod(lambda cls, ex, **o: dataclasses.replace(made(cls, ex, **o),
                                                                                    guards=False))
 from pagedkv_lib.judge import cli
 sys.exit(cli.main(sys.argv[1:]))
@@ -144,10 +144,10 @@ def test_guards_refuse_every_hostile_behaviour_and_the_refusal_is_the_verdict(mo
     try:
         files = write_hostile(repo, HOSTILE, marker, listener.port)
         before = tree_digest(repo)
-        env = {} if mode == "bwrap" else {"PAGEDKV_JUDGE_BWRAP": "0"}
+        unsandboxed = "" if mode == "bwrap" else " --no-sandbox"
         t0 = time.monotonic()
-        done = sh(f"python practice/judge.py 122 {' '.join(files)} --jobs 2 --json --time-limit 1", repo,
-                  timeout=300, **env)
+        done = sh(f"python practice/judge.py 122 {' '.join(files)} --jobs 2 --json --time-limit 1"
+                  f"{unsandboxed}", repo, timeout=300)
         elapsed = time.monotonic() - t0
     finally:
         listener.close()
@@ -179,24 +179,16 @@ def run_driver(repo: Path, mode: str, names, marker: str, **env) -> list:
 PROCESS_KINDS = [n for n, (_, target) in HOSTILE.items() if target == "process"]
 
 
-@pytest.mark.parametrize("mode, cgroup", [pytest.param("bwrap", "1", marks=NEEDS_BWRAP), ("fork", "1"),
-                                          ("fork", "0")], ids=["bwrap", "fork-cgroup", "fork-subreaper"])
-def test_without_guards_every_process_a_submission_starts_ends_with_its_verdict(mode, cgroup, pristine_repo,
-                                                                                tmp_path):
-    """The OS layer alone (guards off): double fork, setsid, subprocess, a shell in the background and (where
-    processes are bounded) a fork loop; afterwards no process with the marker is alive."""
+@NEEDS_BWRAP
+def test_without_guards_every_process_a_submission_starts_ends_with_its_verdict(pristine_repo, tmp_path):
+    """The OS layer alone (guard off), in the sandbox: double fork, setsid, subprocess, a shell in the
+    background, a fork loop; afterwards no process with the marker is alive (the PID namespace ended them)."""
     repo = fresh_repo(pristine_repo, tmp_path)
-    names = list(PROCESS_KINDS)
-    probe = isolation.Containment.create() if cgroup == "1" else isolation.Containment(None)
-    bounded = mode == "bwrap" or probe.cgroup is not None or os.getuid() != 0
-    probe.close()
-    if not bounded:
-        names.remove("fork_loop")                     # RLIMIT_NPROC is not enforced for root: no fork bomb
     marker = f"97.{random.randrange(10**6, 10**7)}"
-    results = run_driver(repo, mode, names, marker, PAGEDKV_JUDGE_CGROUP=cgroup)
+    results = run_driver(repo, "bwrap", PROCESS_KINDS, marker)
     for label, verdict, how, _ in results:
         assert verdict != "passed", (label, verdict)
-        assert ("cgroup" in how) == (cgroup == "1" and probe.cgroup is not None) or mode == "bwrap", how
+        assert how.startswith("bwrap"), how
     assert not wait_for_no_process(marker), "processes outlived the verdict"
 
 
@@ -211,22 +203,20 @@ def test_without_guards_the_sandbox_keeps_every_file(pristine_repo, tmp_path):
     assert tree_digest(repo) == before
 
 
-def test_without_sandbox_or_guards_a_write_is_caught_as_tampering_and_stops_the_batch(pristine_repo,
-                                                                                      tmp_path):
-    """The last layer: a forked child with the guards off rewrites the status file; the parent's digest sees
-    it, the submission gets the verdict "tampering", the next one is not graded, and the CLI exits 3."""
+def test_without_sandbox_or_guards_a_status_write_is_tampering_and_stops_the_batch(pristine_repo, tmp_path):
+    """Unsandboxed, guard off: a forked child rewrites the status file; the parent's digest sees it, the
+    submission gets the verdict "tampering", the next one is not graded, and the CLI exits 3."""
     repo = fresh_repo(pristine_repo, tmp_path)
     writer = write_hostile(repo, ["writes_the_status_file"], "0", 9)[0]
     (repo / "fine.py").write_text((repo / "solutions" / "122_slot_mapping.py").read_text())
     (repo / "driver.py").write_text(DRIVER.replace("jobs=2", "jobs=1"))
     done = sh(f"python driver.py fork {writer} fine.py", repo, timeout=120)
     results = json.loads(done.stdout.strip().splitlines()[-1])
-    assert results[0][1] == "tampering" and "practice/.judge_status.json" in " ".join(results[0][3])
+    assert results[0][1] == "tampering" and "status file" in " ".join(results[0][3])
     assert results[1][1] == "skipped"
     (repo / "practice" / ".judge_status.json").unlink()
     (repo / "cli_driver.py").write_text(CLI_DRIVER)
-    done = sh(f"python cli_driver.py 122 {writer} fine.py --jobs 1", repo, timeout=120,
-              PAGEDKV_JUDGE_BWRAP="0")
+    done = sh(f"python cli_driver.py 122 {writer} fine.py --jobs 1 --no-sandbox", repo, timeout=120)
     assert done.returncode == 3, done.stdout[-1500:] + done.stderr[-1500:]
     assert "TAMPERING" in done.stderr and "nothing was recorded" in done.stderr
     assert json.loads((repo / "practice" / ".judge_status.json").read_text())["121"]["file"] == "x"  # its own

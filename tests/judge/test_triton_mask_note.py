@@ -17,7 +17,7 @@ from triton_mask_probe import (
     stored_right,
 )
 
-from pagedkv_lib.judge.outcome import describe_exception
+from pagedkv_lib.judge.outcome import Outcome
 from pagedkv_lib.kernels import backend
 
 pytestmark = pytest.mark.skipif(not backend.is_interpreted(), reason="about Triton's CPU interpreter")
@@ -30,7 +30,7 @@ def test_a_scalar_condition_in_a_mask_is_rejected_from_3_9_on_and_stores_right_w
         assert interpreter_rejects_a_scalar_in_a_mask(), "update the note of notebook 10 and this test"
         with pytest.raises(Exception, match=SCALAR_MASK_ERROR) as caught:
             run(scalar_and_lanes)
-        assert "return early for slot < 0" in describe_exception(caught.value)["hint"]
+        assert "return early for slot < 0" in Outcome.of_exception(caught.value).hint
     elif not interpreter_rejects_a_scalar_in_a_mask():
         assert stored_right(*run(scalar_and_lanes))
 

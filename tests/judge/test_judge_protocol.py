@@ -1,0 +1,83 @@
+"""The child-to-parent protocol: observations arrive as they were sent, and nothing a child writes is run or
+can claim more than it is (a pass, a skip, tampering)."""
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from pagedkv_lib.judge.outcome import PASSED, RUNTIME_ERROR, NOT_IMPLEMENTED, Outcome
+from pagedkv_lib.judge.protocol import (
+    MAX_LINE,
+    CaseDone,
+    LineReader,
+    Loaded,
+    ProtocolError,
+    Ready,
+    Refused,
+    decode,
+    encode,
+)
+
+OBSERVATION = {
+    "ret": [1, -1, 2.5, None, True, "x", float("inf")],
+    "pair": (3, [4, (5,)]),
+    "ref_counts": {0: 1, 7: 2},                                  # keys that are not strings
+    "tensors": [torch.randn(3, 2, dtype=torch.bfloat16), torch.arange(5, dtype=torch.int32),
+                torch.tensor([True, False]), torch.empty(0, 4), torch.randn(2, 3).to(torch.float8_e4m3fn),
+                torch.full((2,), float("nan"))],
+}
+
+
+def same(a, b) -> bool:
+    if isinstance(a, torch.Tensor):
+        return a.dtype == b.dtype and a.shape == b.shape and bool(
+            (a.view(torch.uint8) == b.view(torch.uint8)).all()) if a.numel() else a.shape == b.shape
+    if isinstance(a, float) and math.isnan(a):
+        return math.isnan(b)
+    if isinstance(a, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    return type(a) is type(b) and a == b
+
+
+def test_an_observation_arrives_as_it_was_sent():
+    (got,) = LineReader().feed(encode(CaseDone(3, 0.5, OBSERVATION)))
+    assert got.index == 3 and got.error is None and same(OBSERVATION, got.observation)
+
+
+def test_lines_split_anywhere_still_make_whole_messages():
+    data = encode(Ready(23)) + encode(Loaded()) + encode(Refused("opening /x for writing"))
+    reader, messages = LineReader(), []
+    for i in range(0, len(data), 7):
+        messages += reader.feed(data[i:i + 7])
+    assert messages == [Ready(23), Loaded(), Refused("opening /x for writing")]
+
+
+def test_a_child_cannot_claim_a_pass_or_a_verdict_the_judge_does_not_know():
+    for claimed in (PASSED, "tampering", "skipped", "excellent", None):
+        line = json.dumps({"type": "case", "index": 0, "time_s": 0.0, "error": {"verdict": claimed}})
+        assert decode(line.encode()).error.verdict == RUNTIME_ERROR
+    said = Outcome(NOT_IMPLEMENTED, "NotImplementedError", "replace it")
+    assert decode(encode(Loaded(said))).error == said
+
+
+@pytest.mark.parametrize("line", [
+    b"PASSED", b"{}", b'{"type": "done", "extra": 1}', b'{"type": "case", "index": "0", "time_s": 0}',
+    b'{"type": "case", "index": true, "time_s": 0}', b'{"type": "ready"}', b'{"type": "exec", "code": "1"}',
+    b'{"type": "case", "index": 0, "time_s": 0, "observation": {"__tensor__": ["load", [1], ""]}}',
+    b'{"type": "case", "index": 0, "time_s": 0, "observation": {"__tensor__": ["float32", [3], "AAAA"]}}',
+    b'{"type": "case", "index": 0, "time_s": 0, "observation": {"__pairs__": [[[1], 2]]}}',
+    b"[" * 100_000,
+])
+def test_what_is_not_a_message_is_a_protocol_error(line):
+    with pytest.raises(ProtocolError):
+        decode(line)
+
+
+def test_a_line_longer_than_the_limit_is_a_protocol_error_before_it_ends():
+    with pytest.raises(ProtocolError):
+        LineReader().feed(b"x" * (MAX_LINE + 1))

@@ -1,0 +1,42 @@
+"""The judge stays small next to the course it grades: its cases are the content; the machinery around them
+(everything in pagedkv_lib/judge/ but cases/) reads top to bottom, and one grading call goes through few of
+its files."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+JUDGE = Path(__file__).resolve().parents[2] / "pagedkv_lib" / "judge"
+MAX_LINES, MAX_FILES = 1800, 10
+TRACE = """
+import json, sys
+from pathlib import Path
+judge, seen = Path(sys.argv[1]), set()
+
+def note(frame, event, arg):
+    path = Path(frame.f_code.co_filename)
+    if event == "call" and path.parent == judge:                # not the cases: they are the content
+        seen.add(path.name)
+
+sys.setprofile(note)
+from pagedkv_lib.judge import cli
+code = cli.main(sys.argv[2:])
+sys.setprofile(None)
+print(json.dumps([code, sorted(seen)]))
+"""
+
+
+def test_the_judges_machinery_is_at_most_1800_lines():
+    lines = {p.name: len(p.read_text().splitlines()) for p in JUDGE.glob("*.py")}
+    assert sum(lines.values()) <= MAX_LINES, sorted(lines.items(), key=lambda kv: -kv[1])
+
+
+def test_a_grading_call_in_the_parent_passes_through_at_most_10_judge_files(tmp_path):
+    solution = JUDGE.parents[1] / "solutions" / "122_slot_mapping.py"
+    done = subprocess.run([sys.executable, "-c", TRACE, str(JUDGE), "122", str(solution)], capture_output=True,
+                          text=True, timeout=300, cwd=JUDGE.parents[1])
+    code, files = json.loads(done.stdout.strip().splitlines()[-1])
+    assert code == 0, done.stderr[-2000:]
+    assert len(files) <= MAX_FILES, files
