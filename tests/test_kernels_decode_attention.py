@@ -197,6 +197,21 @@ def test_decode_v3_one_config_serves_any_lengths_within_the_table():
         _assert_close_to_sdpa(batch, _launch(batch, config=config))
 
 
+@pytest.mark.parametrize("version", [1, 3])
+def test_decode_padding_row_of_length_zero_reads_nothing_and_outputs_zeros(version):
+    """A CUDA graph pads its batch with context length 0 (engine/decode_graphs.py); check_values=False lets
+    it through the checked launcher, as the engine does."""
+    batch = make_batch([9, 5, 13], 4, 4, 2, 16)
+    lens = batch.context_lens.clone()
+    lens[1] = 0
+    config = _config(batch, version, **(SMALL_CHUNKS if version == 3 else {"num_splits": 1}))
+    out = paged_attention_decode_triton(batch.q, batch.k_cache, batch.v_cache, batch.block_tables, lens,
+                                        16**-0.5, config=config, check_values=False)   # [3, H, D]
+    assert torch.equal(out[1], torch.zeros_like(out[1]))
+    full = _launch(batch, config=config)                              # the real lengths
+    assert torch.equal(out[0::2], full[0::2])
+
+
 def test_decode_versions_agree_and_reruns_are_bit_identical():
     batch = make_batch([100, 3, 64, 200], 8, 8, 2, 32, dtype=torch.bfloat16, seed=9)
     outs = {v: _launch(batch, config=_config(batch, v, num_splits=3 if v == 2 else None, **SMALL_CHUNKS))

@@ -58,9 +58,11 @@ def scale_value(name: str, scale) -> float:
     return value
 
 
-def check_kv_scales(k_cache: torch.Tensor, v_cache: torch.Tensor, k_scale, v_scale) -> None:
+def check_kv_scales(k_cache: torch.Tensor, v_cache: torch.Tensor, k_scale, v_scale,
+                    check_values: bool = True) -> None:
     """Scales are required exactly when the caches are fp8: a missing one, or one for a 16/32-bit cache, is an
-    error (the caller would silently store or read values off by the scale)."""
+    error (the caller would silently store or read values off by the scale). `check_values=False`: a tensor
+    scale's type and size are checked, not its value (reading a GPU tensor would be a host sync)."""
     for name, cache in (("k_cache", k_cache), ("v_cache", v_cache)):
         check_tensor(name, cache, dtypes=CACHE_DTYPES)
     if is_fp8(k_cache) != is_fp8(v_cache):
@@ -71,7 +73,12 @@ def check_kv_scales(k_cache: torch.Tensor, v_cache: torch.Tensor, k_scale, v_sca
             if scale is None:
                 raise ValueError(f"{name}: a float8_e4m3fn cache needs its scale (stored value = x / scale); "
                                  f"got None")
-            scale_value(name, scale)
+            if check_values or not isinstance(scale, torch.Tensor):
+                scale_value(name, scale)
+            elif scale.dtype != torch.float32 or scale.numel() != 1:
+                raise TypeError(f"{name}: expected a Python float or a 1-element float32 tensor, got a "
+                                f"tensor of shape {tuple(scale.shape)}, "
+                                f"{str(scale.dtype).replace('torch.', '')}")
         elif scale is not None:
             raise ValueError(f"{name}: scales apply only to a float8_e4m3fn cache; the caches are "
                              f"{str(k_cache.dtype).replace('torch.', '')}, so pass {name}=None")

@@ -14,8 +14,12 @@ from .kv_quant import CACHE_DTYPES, check_kv_scales, is_fp8, quantize_fp8
 from .validation import FLOAT_DTYPES, INDEX_DTYPES, check_shape, check_tensor
 
 
-def check_store_args(key, value, k_cache, v_cache, slot_mapping, *, k_scale=None, v_scale=None) -> None:
-    """Validate the arguments of any store_kvcache implementation (also used by the Triton launcher)."""
+def check_store_args(key, value, k_cache, v_cache, slot_mapping, *, k_scale=None, v_scale=None,
+                     check_values: bool = True) -> None:
+    """Validate the arguments of any store_kvcache implementation (also used by the Triton launcher).
+
+    `check_values=False` skips what reads device values (the slots' range, tensor scales): on a GPU each
+    read is a host sync, which the engine's step must not pay (its debug switch turns them back on)."""
     check_tensor("key", key, ndim=3, dtypes=FLOAT_DTYPES)
     T, H_kv, D = key.shape
     check_tensor("value", value, ndim=3, dtypes=FLOAT_DTYPES)
@@ -26,7 +30,7 @@ def check_store_args(key, value, k_cache, v_cache, slot_mapping, *, k_scale=None
     check_shape("k_cache", k_cache, (None, None, H_kv, D), "[N, S, H_kv, D]")
     check_tensor("v_cache", v_cache, ndim=4, dtypes=CACHE_DTYPES)
     check_shape("v_cache", v_cache, tuple(k_cache.shape), "like k_cache")
-    check_kv_scales(k_cache, v_cache, k_scale, v_scale)
+    check_kv_scales(k_cache, v_cache, k_scale, v_scale, check_values)
     if not is_fp8(k_cache):
         for name, t in (("k_cache", k_cache), ("v_cache", v_cache)):
             if t.dtype != key.dtype:
@@ -38,7 +42,7 @@ def check_store_args(key, value, k_cache, v_cache, slot_mapping, *, k_scale=None
     check_tensor("slot_mapping", slot_mapping, ndim=1, dtypes=INDEX_DTYPES)
     check_shape("slot_mapping", slot_mapping, (T,), "[T], one slot per token")
     num_slots = k_cache.shape[0] * k_cache.shape[1]
-    if T and (slot_mapping.min() < -1 or slot_mapping.max() >= num_slots):
+    if check_values and T and (slot_mapping.min() < -1 or slot_mapping.max() >= num_slots):
         raise ValueError(
             f"slot_mapping: expected slots in [-1, {num_slots}), got min {int(slot_mapping.min())}, "
             f"max {int(slot_mapping.max())}"

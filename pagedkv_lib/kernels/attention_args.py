@@ -4,8 +4,14 @@ operand type of `tl.dot`, the number of SMs).
 
 Shapes: docs/conventions.md. FP8 caches are float8 e4m3 with one scale per tensor (k_scale, v_scale): the
 dequantized value is `value * scale`. A scale is a Python float or a 0-d / 1-element float32 tensor on the
-cache's device, which the kernels read themselves (no host sync; what vLLM passes). Checks that read device
-values (lengths, tensor scales) are skipped under CUDA-graph capture, where reading would be a sync.
+cache's device, which the kernels read themselves (no host sync; what vLLM passes).
+
+Checks that read device values (lengths, cu_seqlens_q, tensor scales) are the launchers' `check_values`
+switch: on by default (a learner calling a launcher gets every check), off on the engine's path, where
+reading a GPU tensor's value would stop the host until the GPU catches up (a host sync per layer per step).
+The engine turns them back on with `EngineConfig(debug_checks=True)`. Under CUDA-graph capture they are
+always skipped (reading there is an error, not just a wait). Everything else (types, shapes, dtypes,
+strides, devices) is host metadata and is always checked.
 """
 import torch
 
@@ -28,12 +34,12 @@ def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).replace("torch.", "")
 
 
-def values_readable(t: torch.Tensor) -> bool:
-    """False under CUDA-graph capture: reading a device value there would be a sync, so checks skip it."""
-    return not (t.is_cuda and torch.cuda.is_current_stream_capturing())
+def values_readable(t: torch.Tensor, check_values: bool = True) -> bool:
+    """Whether a check may read t's values: asked for (`check_values`) and not under CUDA-graph capture."""
+    return check_values and not (t.is_cuda and torch.cuda.is_current_stream_capturing())
 
 
-def scale_arg(name: str, scale, cache: torch.Tensor):
+def scale_arg(name: str, scale, cache: torch.Tensor, check_values: bool = True):
     """Check a dequantization scale; return the kernel argument: a float, or the 1-element tensor."""
     if scale is None:
         if cache.dtype == FP8:
@@ -42,7 +48,7 @@ def scale_arg(name: str, scale, cache: torch.Tensor):
         return 1.0
     if isinstance(scale, torch.Tensor) and scale.device != cache.device:
         raise ValueError(f"{name}: expected a tensor on {cache.device} like the cache, got {scale.device}")
-    if isinstance(scale, torch.Tensor) and not values_readable(scale):   # under capture: types only
+    if isinstance(scale, torch.Tensor) and not values_readable(scale, check_values):  # types only
         if scale.dtype != torch.float32 or scale.numel() != 1:
             raise TypeError(f"{name}: expected a 1-element float32 tensor, got {tuple(scale.shape)} "
                             f"{dtype_name(scale.dtype)}")
@@ -52,8 +58,10 @@ def scale_arg(name: str, scale, cache: torch.Tensor):
     return arg
 
 
-def check_paged_args(fn: str, q, k_cache, v_cache, block_tables, lens, lens_name: str) -> None:
-    """Types, shapes, dtypes, GQA, contiguity and devices shared by the paged attention launchers."""
+def check_paged_args(fn: str, q, k_cache, v_cache, block_tables, lens, lens_name: str,
+                     check_values: bool = True) -> None:
+    """Types, shapes, dtypes, GQA, contiguity and devices shared by the paged attention launchers; the
+    lengths' values (>= 1) only with `check_values` (module docstring)."""
     for name, t, ndim in (("q", q, 3), ("k_cache", k_cache, 4), ("v_cache", v_cache, 4),
                           ("block_tables", block_tables, 2), (lens_name, lens, 1)):
         if not isinstance(t, torch.Tensor):
@@ -89,7 +97,7 @@ def check_paged_args(fn: str, q, k_cache, v_cache, block_tables, lens, lens_name
     devices = {t.device for t in (q, k_cache, v_cache, block_tables, lens)}
     if len(devices) != 1:
         raise ValueError(f"{fn}: expected all tensors on one device, got {sorted(map(str, devices))}")
-    if B and values_readable(lens) and int(lens.min()) < 1:
+    if B and values_readable(lens, check_values) and int(lens.min()) < 1:
         raise ValueError(f"{lens_name}: expected every length >= 1, got {lens.tolist()[:16]}")
 
 

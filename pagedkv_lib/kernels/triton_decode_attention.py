@@ -70,7 +70,7 @@ def _decode_attention_kernel(
     k_scale,                # float, or pointer to one fp32 (K_SCALE_PTR): dequantized k = k * k_scale
     v_scale,                # float, or pointer to one fp32 (V_SCALE_PTR)
     block_tables_ptr,       # [B, M] int32, rows padded with -1
-    context_lens_ptr,       # [B] int32, >= 1
+    context_lens_ptr,       # [B] int32, >= 1 (0: a padding row, output zeros; launch_decode_attention)
     out_ptr,                # [B, H, D] in q's dtype
     part_out_ptr,           # v2: [B, H, P, D], v3: [max_items, H, D] fp32 normalised partial outputs
     part_lse_ptr,           # v2: [B, H, P], v3: [max_items, H] fp32 log2-sum-exp per split / chunk
@@ -202,7 +202,9 @@ def launch_decode_attention(q, k_cache, v_cache, block_tables, context_lens, sca
                             v_scale=None) -> torch.Tensor:
     """Launch with no checks (timing, CUDA graphs): validate once with the checked launcher.
 
-    k_scale, v_scale: None (1.0), a float, or a 1-element float32 tensor on the device.
+    k_scale, v_scale: None (1.0), a float, or a 1-element float32 tensor on the device. Beyond the checked
+    contract, a context length of 0 (a CUDA graph's padding row, engine/decode_graphs.py) reads nothing and
+    outputs zeros in v1 and v3 (v2 would merge P empty splits into NaN).
     """
     B, H, D = q.shape
     H_kv, S = k_cache.shape[2], k_cache.shape[1]
@@ -254,22 +256,25 @@ def launch_decode_attention(q, k_cache, v_cache, block_tables, context_lens, sca
 
 def paged_attention_decode_triton(q, k_cache, v_cache, block_tables, context_lens, scale: float,
                                   num_splits: int | None = None, *, k_scale=None, v_scale=None,
-                                  config: DecodeConfig | None = None) -> torch.Tensor:
+                                  config: DecodeConfig | None = None,
+                                  check_values: bool = True) -> torch.Tensor:
     """Decode attention: q [B, H, D], one query per sequence at its last position -> out [B, H, D].
 
     Same contract as `pagedkv_lib.core.paged_attention.paged_attention_decode`, plus FP8 caches (k_scale,
     v_scale: module docstring). `num_splits`: None picks v3 (length-aware chunks); 1 forces v1; P > 1
     forces v2 with P splits. PDL is on where the device has it. `config` (from `choose_config`) overrides all
-    of that (tuning, tests). Value checks (lengths, tensor scales) read the device and are skipped under
-    CUDA-graph capture.
+    of that (tuning, tests). `check_values=False` skips the checks that read device values (lengths, tensor
+    scales: a host sync on a GPU; attention_args); they are skipped under CUDA-graph capture anyway. Nothing
+    else here reads the device: the grid comes from shapes (M * S bounds every context).
     """
     fn = "paged_attention_decode_triton"
-    check_paged_args(fn, q, k_cache, v_cache, block_tables, context_lens, "context_lens")
+    check_paged_args(fn, q, k_cache, v_cache, block_tables, context_lens, "context_lens", check_values)
     B = block_tables.shape[0]
     if q.shape[0] != B:
         raise ValueError(f"q: expected shape ({B}, H, D) [B, H, D] with one row per block table, "
                          f"got {tuple(q.shape)}")
-    k_arg, v_arg = scale_arg("k_scale", k_scale, k_cache), scale_arg("v_scale", v_scale, v_cache)
+    k_arg = scale_arg("k_scale", k_scale, k_cache, check_values)
+    v_arg = scale_arg("v_scale", v_scale, v_cache, check_values)
     if num_splits is not None and (isinstance(num_splits, bool) or not isinstance(num_splits, int)
                                    or num_splits < 1):
         raise ValueError(f"num_splits: expected a positive int or None, got {num_splits!r}")

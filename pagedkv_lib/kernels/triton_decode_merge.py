@@ -8,7 +8,8 @@ its log-sum-exp lse_i (base 2, fp32); a merge computes, per (sequence, query hea
     _reduce_splits_kernel   v2: one program per (sequence, query head) merges its P splits
     _merge_chunks_kernel    v3: one program per (sequence, KV head) merges its G heads' chunks, or, for few
                             sequences, one per (sequence, query head) (more programs, one step each); as
-                            many chunks as the plan gave that sequence (one: the split kernel wrote it)
+                            many chunks as the plan gave that sequence (one: the split kernel wrote it;
+                            none: a context of length 0, a CUDA graph's padding row, gets zeros)
     _chunk_plan             v3: the plan (decode_config.py), recomputed in registers by every program
 
 Memory traffic: v2 reads B * H * P * (D + 1) fp32 and writes B * H * D; v3 reads num_items * H * (D + 1)
@@ -145,3 +146,9 @@ def _merge_chunks_kernel(
         out = acc / l_sum[:, None]                                    # [BLOCK_GM, BLOCK_D]
         ptrs = out_ptr + (seq.to(tl.int64) * NUM_HEADS + heads)[:, None] * HEAD_DIM + offs_d[None, :]
         tl.store(ptrs, out.to(out_ptr.dtype.element_ty), mask=g_mask[:, None] & d_mask[None, :])
+    elif num_chunks == 0:               # context length 0 (a CUDA graph's padding row): zeros, not garbage
+        offs_g = tl.arange(0, BLOCK_GM)                               # [BLOCK_GM]
+        offs_d = tl.arange(0, BLOCK_D)                                # [BLOCK_D]
+        ptrs = out_ptr + (seq.to(tl.int64) * NUM_HEADS + head0 + offs_g)[:, None] * HEAD_DIM + offs_d[None, :]
+        zeros = tl.zeros([BLOCK_GM, BLOCK_D], tl.float32).to(out_ptr.dtype.element_ty)
+        tl.store(ptrs, zeros, mask=(offs_g < HEADS)[:, None] & (offs_d < HEAD_DIM)[None, :])

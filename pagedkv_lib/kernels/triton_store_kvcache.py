@@ -94,10 +94,12 @@ def check_row_layout(name: str, t: torch.Tensor) -> None:
 
 def store_kvcache_triton(key: torch.Tensor, value: torch.Tensor, k_cache: torch.Tensor,
                          v_cache: torch.Tensor, slot_mapping: torch.Tensor, *, k_scale=None,
-                         v_scale=None) -> None:
+                         v_scale=None, check_values: bool = True) -> None:
     """k_cache/v_cache[slot] = key/value[t] for every token t whose slot is not -1 (in place); fp8 caches
-    store key / k_scale and value / v_scale, saturated to +-448."""
-    check_store_args(key, value, k_cache, v_cache, slot_mapping, k_scale=k_scale, v_scale=v_scale)
+    store key / k_scale and value / v_scale, saturated to +-448. `check_values=False` skips the checks that
+    read device values (slot range, tensor scales): host syncs on a GPU, off on the engine's path."""
+    check_store_args(key, value, k_cache, v_cache, slot_mapping, k_scale=k_scale, v_scale=v_scale,
+                     check_values=check_values)
     check_row_layout("key", key)
     check_row_layout("value", value)
     tensors = [key, value, k_cache, v_cache, slot_mapping]
