@@ -6,6 +6,9 @@
                                     pagedkv_lib.core.paged_attention.paged_attention_decode)
     paged_attention_varlen_triton  (pagedkv_lib.kernels.triton_prefill_attention; reference
                                     pagedkv_lib.core.paged_attention.paged_attention_varlen)
+    add_rms_norm_triton, qk_norm_rope_triton, silu_and_mul_triton
+                                   (pagedkv_lib.kernels.triton_fused_ops: the decoder layer's small
+                                    operations, fused; references in pagedkv_lib.engine.layers)
 
 Beside them: attention_args (the checks the attention launchers share), decode_config (the decode kernel's
 tiles and work partition, plain Python), triton_decode_merge (the merge kernels of split decode).
@@ -24,6 +27,9 @@ _KERNELS = {
     "store_kvcache_triton": "triton_store_kvcache",
     "paged_attention_decode_triton": "triton_decode_attention",
     "paged_attention_varlen_triton": "triton_prefill_attention",
+    "add_rms_norm_triton": "triton_fused_ops",
+    "qk_norm_rope_triton": "triton_fused_ops",
+    "silu_and_mul_triton": "triton_fused_ops",
 }
 __all__ = ["backend", *_KERNELS]
 
