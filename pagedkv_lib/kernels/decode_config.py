@@ -30,6 +30,7 @@ Defaults: tuned on one H200 (benchmarks/NOTES.md).
 from dataclasses import dataclass, replace
 
 WAVES = 3                     # aim for about WAVES * num_SMs programs (3 fit on an SM at BLOCK_N 64) ...
+FP8_WAVES = 4                 # ... 4 for an fp8 cache (H200 sweep 2026-12-01: 8x4096 45.0 -> 40.2 us)
 MIN_TOKENS_PER_SPLIT = 128    # v2: ... but give each split at least this many tokens
 MAX_SPLITS = 64
 MIN_TOKENS_PER_CHUNK = 128    # v3: the smallest chunk, rounded up to a multiple of BLOCK_N
@@ -109,7 +110,8 @@ def choose_config(B: int, H: int, H_kv: int, D: int, max_tokens: int, num_splits
     min_chunk = cdiv(min_chunk or MIN_TOKENS_PER_CHUNK, block_n) * block_n
     max_chunk = max(min_chunk, cdiv(max_chunk or MAX_CHUNK_BYTES // (2 * D * cache_bytes), block_n) * block_n)
     balanced_x8 = BALANCED_X8 if balanced and B * heads >= BALANCED_PROGRAMS_PER_SM * num_sms else 0
-    config = replace(base, target_items=cdiv((waves or WAVES) * num_sms, heads), min_chunk=min_chunk,
+    waves = waves or (FP8_WAVES if cache_bytes == 1 else WAVES)
+    config = replace(base, target_items=cdiv(waves * num_sms, heads), min_chunk=min_chunk,
                      max_chunk=max_chunk, balanced_x8=balanced_x8,
                      merge_per_head=B * H_kv < num_sms if merge_per_head is None else merge_per_head)
     return replace(config, max_items=items_bound(config, B, max_tokens))

@@ -72,19 +72,26 @@ class PrefillConfig:
     num_stages: int
 
 
+# (block_m, block_n, num_warps, num_stages); the H200 sweep of 2026-12-01 (benchmarks/NOTES.md): of the grid,
+# the tiles whose worst shape came closest to that shape's best, per cache dtype
+BF16_PREFILL_TILES = (128, 64, 4, 3)   # worst 0.955 of the per-shape best (128 x 128 / 8 warps: 0.80)
+FP8_PREFILL_TILES = (128, 64, 4, 3)    # worst 0.975 (128 x 128 / 8 warps: 0.74 at 32 x 512)
+
+
 def choose_prefill_config(H: int, H_kv: int, D: int, dtype: torch.dtype, *, interpreted: bool,
                           block_m: int | None = None, block_n: int | None = None,
-                          num_warps: int | None = None, num_stages: int | None = None) -> PrefillConfig:
-    """Tiles for Hopper: 16-bit, D <= 128: 128 x 128, 8 warps, 3 stages (of the first H200 sweep, the config
-    whose worst shape came closest to that shape's best, benchmarks/NOTES.md); fp32 and D > 128: smaller,
-    unmeasured. Small tiles in the interpreter. Deterministic in its arguments; any argument overrides."""
+                          num_warps: int | None = None, num_stages: int | None = None,
+                          cache_bytes: int = 2) -> PrefillConfig:
+    """Tiles for Hopper: 16-bit q, D <= 128: BF16_PREFILL_TILES, or FP8_PREFILL_TILES for an fp8 cache
+    (cache_bytes 1); fp32 and D > 128: smaller, unmeasured. Small tiles in the interpreter. Deterministic in
+    its arguments; any argument overrides."""
     G = H // H_kv
     if interpreted:
         m, n, w, s = 16, 16, 4, 1
     elif dtype == torch.float32 or D > 128:
         m, n, w, s = 64, 32, 4, 2
     else:
-        m, n, w, s = 128, 128, 8, 3
+        m, n, w, s = FP8_PREFILL_TILES if cache_bytes == 1 else BF16_PREFILL_TILES
     m = max(block_m or m, triton.next_power_of_2(G))                 # at least one query token per tile
     return PrefillConfig(m, block_n or n, num_warps or w, num_stages or s)
 
@@ -243,17 +250,19 @@ def launch_prefill_attention(q, k_cache, v_cache, block_tables, seq_lens, cu_seq
 
 
 def paged_attention_varlen_triton(q, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q, scale: float, *,
-                                  k_scale=None, v_scale=None, config: PrefillConfig | None = None):
+                                  k_scale=None, v_scale=None, config: PrefillConfig | None = None,
+                                  check_values: bool = True):
     """Causal attention for a batch of query chunks: q [T, H, D] -> out [T, H, D].
 
     Same contract as `pagedkv_lib.paged_attention_varlen`: sequence b owns query rows
     cu_seqlens_q[b]:cu_seqlens_q[b+1], the LAST q_len tokens of its seq_lens[b]-token context (already in the
     cache); query i sits at position seq_len - q_len + i. q_len 0 and 1 (decode rows) are allowed. FP8
-    caches need k_scale and v_scale. Value checks (cu_seqlens_q, lengths, tensor scales) read the device and
-    are skipped under CUDA-graph capture.
+    caches need k_scale and v_scale. `check_values=False` skips the checks that read device values
+    (cu_seqlens_q, lengths, tensor scales: a host sync on a GPU; attention_args); they are skipped under
+    CUDA-graph capture anyway. The grid needs no value: T // BLOCK_Q + B query tiles bound every batch.
     """
     fn = "paged_attention_varlen_triton"
-    check_paged_args(fn, q, k_cache, v_cache, block_tables, seq_lens, "seq_lens")
+    check_paged_args(fn, q, k_cache, v_cache, block_tables, seq_lens, "seq_lens", check_values)
     B, T = block_tables.shape[0], q.shape[0]
     if not isinstance(cu_seqlens_q, torch.Tensor) or cu_seqlens_q.dtype not in (torch.int32, torch.int64):
         raise TypeError(f"cu_seqlens_q: expected an int32 tensor, got {getattr(cu_seqlens_q, 'dtype', None)}")
@@ -262,8 +271,9 @@ def paged_attention_varlen_triton(q, k_cache, v_cache, block_tables, seq_lens, c
                          f"shape {tuple(cu_seqlens_q.shape)}, strides {tuple(cu_seqlens_q.stride())}")
     if cu_seqlens_q.device != q.device:
         raise ValueError(f"{fn}: expected cu_seqlens_q on {q.device} like q, got {cu_seqlens_q.device}")
-    k_arg, v_arg = scale_arg("k_scale", k_scale, k_cache), scale_arg("v_scale", v_scale, v_cache)
-    if values_readable(cu_seqlens_q):                                # not under CUDA-graph capture
+    k_arg = scale_arg("k_scale", k_scale, k_cache, check_values)
+    v_arg = scale_arg("v_scale", v_scale, v_cache, check_values)
+    if values_readable(cu_seqlens_q, check_values):                  # asked for, not under capture
         cu, lens = cu_seqlens_q.tolist(), seq_lens.tolist()
         q_lens = [cu[b + 1] - cu[b] for b in range(B)]
         if cu[0] != 0 or cu[-1] != T or min(q_lens, default=0) < 0:
@@ -277,7 +287,7 @@ def paged_attention_varlen_triton(q, k_cache, v_cache, block_tables, seq_lens, c
         return torch.empty_like(q)
     if config is None:
         config = choose_prefill_config(q.shape[1], k_cache.shape[2], q.shape[2], q.dtype,
-                                       interpreted=is_interpreted())
+                                       interpreted=is_interpreted(), cache_bytes=k_cache.element_size())
     G = q.shape[1] // k_cache.shape[2]
     if config.block_m < G or config.block_m & (config.block_m - 1):
         raise ValueError(f"config.block_m: expected a power of two >= G = {G}, got {config.block_m}")
