@@ -1,14 +1,19 @@
 """A mini serving engine on the paged KV cache (notebook 14, exercise 132), in nano-vllm's shape.
 
-    config.py        ModelConfig, EngineConfig
-    layers.py        RMSNorm, RotaryEmbedding, Qwen3MLP
-    attention.py     Attention: store_kvcache, then paged attention (reference or Triton kernels)
-    model.py         Qwen3ForCausalLM: a tiny Qwen3-like decoder with random weights
-    reference.py     the no-cache reference: recompute the whole sequence at every step
-    sampler.py       SamplingParams, Sampler (greedy or temperature, seeded)
-    scheduler.py     schedule (one step: admit, append, preempt by recompute), Scheduler
-    model_runner.py  ModelRunner: KV cache, prepare_prefill/prepare_decode, forward, sample
-    llm_engine.py    LLMEngine / LLM: add_request, step, generate, StepStats
+    config.py              ModelConfig, EngineConfig
+    layers.py              RMSNorm (with the residual add), RotaryEmbedding, Qwen3MLP: PyTorch, or the fused
+                           Triton kernels of pagedkv_lib.kernels.triton_fused_ops
+    attention_layer.py     Attention: store_kvcache, then paged attention; Kernels, select_kernels (the
+                           reference or the Triton kernels)
+    model.py               Qwen3ForCausalLM: a tiny Qwen3-like decoder with random weights
+    no_cache_reference.py  the no-cache reference: recompute the whole sequence at every step
+                           (greedy_reference, dense_causal_attention)
+    sampler.py             SamplingParams, Sampler (greedy or temperature, seeded)
+    scheduler.py           schedule (one step: admit, append, preempt by recompute), Scheduler
+    decode_graphs.py       DecodeGraphs: the decode forward as CUDA graphs for a ladder of batch sizes (GPU)
+    model_runner.py        ModelRunner: KV cache, prepare_prefill/prepare_decode, forward, sample (no host
+                           sync but the sampled tokens' readback)
+    llm_engine.py          LLMEngine / LLM: add_request, step, generate, StepStats
 """
 from .attention_layer import Attention, Kernels, select_kernels
 from .config import EngineConfig, ModelConfig

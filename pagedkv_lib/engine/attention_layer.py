@@ -8,8 +8,10 @@ no hidden global state decides what a layer reads.
              (or a same-step duplicate prefix) leaves keys in the cache that are not among this step's tokens
     decode:  store_kvcache for the one new token per sequence, then decode attention
 
-`Kernels` names the three functions used: the PyTorch references of `pagedkv_lib` on CPU, the Triton
-kernels of `pagedkv_lib.kernels` (store, decode and the varlen prefill) on a CUDA GPU.
+`Kernels` names the functions used: the PyTorch references of `pagedkv_lib` on CPU, the Triton kernels of
+`pagedkv_lib.kernels` (store, decode and the varlen prefill, and the fused layer operations of
+`triton_fused_ops`) on a CUDA GPU. The Triton launchers get `check_values=False` unless the engine is in its
+debug mode: the checks that read a GPU tensor's value would each be a host sync, per layer and per step.
 
 An fp8 cache (float8_e4m3fn) needs a scale for K and one for V: each layer holds its own (`k_scale`,
 `v_scale`, 1.0 by default as in vLLM) and passes them to all three kernels; with `calculate_kv_scales` it
@@ -20,6 +22,7 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 from torch import nn
@@ -36,6 +39,9 @@ class Kernels:
     store_kvcache: Callable
     decode: Callable          # paged_attention_decode's signature
     varlen: Callable          # paged_attention_varlen's signature
+    add_rms_norm: Callable | None = None   # fused layer operations (triton_fused_ops); None: the PyTorch
+    qk_norm_rope: Callable | None = None   # code of engine.layers
+    silu_and_mul: Callable | None = None
 
 
 REFERENCE = Kernels("reference", store_kvcache, paged_attention_decode, paged_attention_varlen)
@@ -46,8 +52,11 @@ def triton_kernels_available() -> bool:
             and importlib.util.find_spec("pagedkv_lib.kernels") is not None)
 
 
-def select_kernels(use_triton: bool | None, device, dtype: torch.dtype) -> Kernels:
-    """The Triton kernels if asked (True) or, for None, when on CUDA with float16/bfloat16/float32."""
+def select_kernels(use_triton: bool | None, device, dtype: torch.dtype,
+                   check_values: bool = False) -> Kernels:
+    """The Triton kernels if asked (True) or, for None, when on CUDA with float16/bfloat16/float32.
+
+    check_values: passed to the Triton launchers (attention_args: True reads device values, a host sync)."""
     if use_triton is None:
         use_triton = (torch.device(device).type == "cuda" and dtype != torch.float64
                       and triton_kernels_available())
@@ -57,8 +66,10 @@ def select_kernels(use_triton: bool | None, device, dtype: torch.dtype) -> Kerne
         raise ImportError("use_triton=True needs `triton` and `pagedkv_lib.kernels`")
     from pagedkv_lib import kernels  # chooses CUDA or Triton's interpreter on import
 
-    return Kernels("triton", kernels.store_kvcache_triton, kernels.paged_attention_decode_triton,
-                   kernels.paged_attention_varlen_triton)
+    return Kernels("triton", partial(kernels.store_kvcache_triton, check_values=check_values),
+                   partial(kernels.paged_attention_decode_triton, check_values=check_values),
+                   partial(kernels.paged_attention_varlen_triton, check_values=check_values),
+                   kernels.add_rms_norm_triton, kernels.qk_norm_rope_triton, kernels.silu_and_mul_triton)
 
 
 class Attention(nn.Module):
@@ -70,21 +81,29 @@ class Attention(nn.Module):
         self.kernels = kernels
         self.k_scale, self.v_scale = 1.0, 1.0     # fp8 caches only: stored = value / scale
         self.calculate_kv_scales = False          # True: set both from the first forward, then never again
+        self.scale_tensors: tuple | None = None   # ((k_scale, v_scale, device), the two as [1] tensors)
 
-    def cache_scales(self, k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor) -> dict:
-        """The keyword arguments the kernels need for this cache: the scales if it is fp8, else none."""
+    def cache_scales(self, k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor) -> tuple[dict, dict]:
+        """The scale arguments for this cache, (attention's, the store's): none unless it is fp8. Attention
+        takes Python floats (kernel arguments); the store kernel loads its scales, so it gets 1-element
+        tensors on the device, made once (a float would be copied to the GPU at every call)."""
         if not is_fp8(k_cache):
-            return {}
+            return {}, {}
         if self.calculate_kv_scales:
             self.k_scale, self.v_scale = calibrate_kv_scales(k, v, K_SCALE_CONSTANT, V_SCALE_CONSTANT)
             self.calculate_kv_scales = False
-        return {"k_scale": self.k_scale, "v_scale": self.v_scale}
+        key = (self.k_scale, self.v_scale, k_cache.device)
+        if self.scale_tensors is None or self.scale_tensors[0] != key:
+            self.scale_tensors = (key, *(torch.tensor([s], dtype=torch.float32, device=k_cache.device)
+                                         for s in key[:2]))              # [1] each
+        return ({"k_scale": self.k_scale, "v_scale": self.v_scale},
+                {"k_scale": self.scale_tensors[1], "v_scale": self.scale_tensors[2]})
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor,
                 v_cache: torch.Tensor, inputs: ModelInputs) -> torch.Tensor:
         """q [T, H, D], k and v [T, H_kv, D], caches [N, S, H_kv, D] -> out [T, H, D]."""
-        scales = self.cache_scales(k, v, k_cache)
-        self.kernels.store_kvcache(k, v, k_cache, v_cache, inputs.slot_mapping, **scales)
+        scales, store_scales = self.cache_scales(k, v, k_cache)
+        self.kernels.store_kvcache(k, v, k_cache, v_cache, inputs.slot_mapping, **store_scales)
         if inputs.block_tables is None:
             raise ValueError("inputs.block_tables: attention reads the cache and needs the block tables; "
                              "got None (ModelRunner fills them in for prefills without a prefix hit)")

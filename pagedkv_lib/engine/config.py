@@ -66,6 +66,8 @@ class EngineConfig:
     use_triton: bool | None = None         # None: the Triton kernels when CUDA and pagedkv_lib.kernels exist
     kv_cache_dtype: str = "auto"           # "auto": the model's dtype; "fp8" / "fp8_e4m3": e4m3 with scales
     calculate_kv_scales: bool = False      # fp8: set each layer's scales from the first forward (else 1.0)
+    enforce_eager: bool = False            # True: no CUDA graphs for decode (nano-vllm's name)
+    debug_checks: bool = False             # True: kernels also check device values (host syncs), no graphs
 
     @property
     def kv_cache_torch_dtype(self) -> torch.dtype:

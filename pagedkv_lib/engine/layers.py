@@ -2,27 +2,55 @@
 
 Shapes: docs/conventions.md. Written after nano-vllm's `nanovllm/layers/`
 (`layernorm.py`, `rotary_embedding.py`, `activation.py`) and Hugging Face's `modeling_qwen3.py`, without
-tensor parallelism or fused kernels: plain `torch.nn` modules a learner can read in one sitting.
+tensor parallelism: plain `torch.nn` modules a learner can read in one sitting. Their PyTorch code is the
+reference; on a GPU the engine hands them fused Triton kernels (`pagedkv_lib.kernels.triton_fused_ops`:
+`fused`, one kernel where PyTorch launches eight or ten), which compute the same in float32 and round once.
+
+RMSNorm takes the residual as vLLM's does (`fused_add_rms_norm`): `norm(x, residual)` returns
+(norm(x + residual), x + residual), so the decoder layer adds and normalises in one kernel.
 """
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import torch
 from torch import nn
 
 
-class RMSNorm(nn.Module):
-    """x / sqrt(mean(x^2) + eps) * weight over the last dimension (computed in float32)."""
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """x [..., E] -> x / sqrt(mean(x^2) + eps) * weight in float32 (float64 for float64), in x's dtype."""
+    dtype = x.dtype
+    x32 = x.float() if dtype != torch.float64 else x
+    x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
+    return (x32 * weight.to(x32.dtype)).to(dtype)
 
-    def __init__(self, dim: int, eps: float):
+
+def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
+    """x [T, 2I] (gate, then up) -> silu(gate) * up [T, I]."""
+    gate, up = x.chunk(2, dim=-1)                                     # [T, I] each
+    return nn.functional.silu(gate) * up
+
+
+class RMSNorm(nn.Module):
+    """x / sqrt(mean(x^2) + eps) * weight over the last dimension (computed in float32).
+
+    `forward(x)` -> norm(x); `forward(x, residual)` -> (norm(x + residual), x + residual). `fused`: None
+    (this PyTorch code) or `add_rms_norm_triton`'s signature (x, weight, eps, residual).
+    """
+
+    def __init__(self, dim: int, eps: float, fused: Callable | None = None):
         super().__init__()
         self.eps = eps
         self.weight = nn.Parameter(torch.ones(dim))
+        self.fused = fused
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        dtype = x.dtype
-        x32 = x.float() if dtype != torch.float64 else x
-        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
-        return (x32 * self.weight.to(x32.dtype)).to(dtype)
+    def forward(self, x: torch.Tensor, residual: torch.Tensor | None = None):
+        if self.fused is not None:
+            return self.fused(x, self.weight, self.eps, residual)
+        if residual is None:
+            return rms_norm(x, self.weight, self.eps)
+        h = x + residual                                              # [T, E] the new residual stream
+        return rms_norm(h, self.weight, self.eps), h
 
 
 class RotaryEmbedding(nn.Module):
@@ -49,13 +77,14 @@ class RotaryEmbedding(nn.Module):
 
 
 class Qwen3MLP(nn.Module):
-    """SwiGLU: down(silu(gate(x)) * up(x)), gate and up fused in one matrix as in nano-vllm."""
+    """SwiGLU: down(silu(gate(x)) * up(x)), gate and up fused in one matrix as in nano-vllm. `fused`: None
+    (`silu_and_mul` above) or `silu_and_mul_triton`."""
 
-    def __init__(self, hidden_size: int, intermediate_size: int):
+    def __init__(self, hidden_size: int, intermediate_size: int, fused: Callable | None = None):
         super().__init__()
         self.gate_up_proj = nn.Linear(hidden_size, 2 * intermediate_size, bias=False)
         self.down_proj = nn.Linear(intermediate_size, hidden_size, bias=False)
+        self.act = fused if fused is not None else silu_and_mul
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        gate, up = self.gate_up_proj(x).chunk(2, dim=-1)                  # [T, I] each
-        return self.down_proj(nn.functional.silu(gate) * up)              # [T, E]
+        return self.down_proj(self.act(self.gate_up_proj(x)))             # [T, 2I] -> [T, I] -> [T, E]

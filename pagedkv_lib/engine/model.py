@@ -39,34 +39,47 @@ class Qwen3Attention(nn.Module):
         self.q_norm = RMSNorm(D, config.rms_norm_eps)
         self.k_norm = RMSNorm(D, config.rms_norm_eps)
         self.rotary = rotary
+        self.qk_norm_rope = kernels.qk_norm_rope                 # None: the PyTorch modules above
         self.attn = Attention(D**-0.5, kernels)
 
     def forward(self, positions, x, inputs: ModelInputs | None, kv_cache: torch.Tensor | None):
         T, D = x.shape[0], self.head_dim
-        q, k, v = self.qkv_proj(x).split(
-            [self.num_heads * D, self.num_kv_heads * D, self.num_kv_heads * D], dim=-1)
-        q = self.rotary(positions, self.q_norm(q.reshape(T, self.num_heads, D)))      # [T, H, D]
-        k = self.rotary(positions, self.k_norm(k.reshape(T, self.num_kv_heads, D)))   # [T, H_kv, D]
-        v = v.reshape(T, self.num_kv_heads, D)                                        # [T, H_kv, D]
+        qkv = self.qkv_proj(x)                                                        # [T, (H + 2 H_kv) D]
+        q, k, v = qkv.split([self.num_heads * D, self.num_kv_heads * D, self.num_kv_heads * D], dim=-1)
+        v = v.reshape(T, self.num_kv_heads, D)                   # [T, H_kv, D] a view, rows qkv's apart
+        if self.qk_norm_rope is not None:                        # one kernel: both norms and both rotations
+            q, k = self.qk_norm_rope(qkv, positions, self.q_norm.weight, self.k_norm.weight, self.rotary.cos,
+                                     self.rotary.sin, self.num_heads, self.num_kv_heads, self.q_norm.eps)
+        else:
+            q = self.rotary(positions, self.q_norm(q.reshape(T, self.num_heads, D)))     # [T, H, D]
+            k = self.rotary(positions, self.k_norm(k.reshape(T, self.num_kv_heads, D)))  # [T, H_kv, D]
         if inputs is None:
             o = dense_causal_attention(q, k, v, self.attn.scale)                      # [T, H, D]
         else:
             k_cache, v_cache = layer_caches(kv_cache, self.layer_idx)                 # [N, S, H_kv, D] each
-            o = self.attn(q, k.contiguous(), v.contiguous(), k_cache, v_cache, inputs)  # [T, H, D]
+            o = self.attn(q, k, v, k_cache, v_cache, inputs)                          # [T, H, D]
         return self.o_proj(o.reshape(T, self.num_heads * D))                          # [T, E]
 
 
 class Qwen3DecoderLayer(nn.Module):
     def __init__(self, config: ModelConfig, layer_idx: int, rotary: RotaryEmbedding, kernels: Kernels):
         super().__init__()
-        self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps, kernels.add_rms_norm)
         self.self_attn = Qwen3Attention(config, layer_idx, rotary, kernels)
-        self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
-        self.mlp = Qwen3MLP(config.hidden_size, config.intermediate_size)
+        self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps, kernels.add_rms_norm)
+        self.mlp = Qwen3MLP(config.hidden_size, config.intermediate_size, kernels.silu_and_mul)
 
-    def forward(self, positions, x, inputs, kv_cache):
-        x = x + self.self_attn(positions, self.input_layernorm(x), inputs, kv_cache)  # [T, E]
-        return x + self.mlp(self.post_attention_layernorm(x))                        # [T, E]
+    def forward(self, positions, h, residual, inputs, kv_cache):
+        """h: the last sublayer's output [T, E], residual: the stream before it (None in the first layer)
+        -> (this layer's MLP output, the residual stream before it). The residual add is done by the next
+        norm (vLLM's layout): x_{l+1} = x_l + attn(norm(x_l)) + mlp(norm(...)), one fused kernel per add."""
+        if residual is None:
+            h, residual = self.input_layernorm(h), h                                  # [T, E] each
+        else:
+            h, residual = self.input_layernorm(h, residual)                           # norm(h + r), h + r
+        h = self.self_attn(positions, h, inputs, kv_cache)                            # [T, E]
+        h, residual = self.post_attention_layernorm(h, residual)                      # [T, E] each
+        return self.mlp(h), residual                                                  # [T, E] each
 
 
 class Qwen3ForCausalLM(nn.Module):
@@ -79,7 +92,7 @@ class Qwen3ForCausalLM(nn.Module):
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
         self.layers = nn.ModuleList(Qwen3DecoderLayer(config, i, rotary, kernels)
                                     for i in range(config.num_hidden_layers))
-        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps, kernels.add_rms_norm)
         gen = torch.Generator().manual_seed(config.seed)
         with torch.no_grad():
             for name, p in self.named_parameters():
@@ -92,11 +105,13 @@ class Qwen3ForCausalLM(nn.Module):
         """input_ids, positions [T] -> hidden states [T, E]; kv_cache [2, L, N, S, H_kv, D] when paged."""
         if (inputs is None) != (kv_cache is None):
             raise ValueError("inputs and kv_cache: expected both (paged) or neither (dense, one sequence)")
-        x = self.embed_tokens(input_ids)                                  # [T, E]
+        h, residual = self.embed_tokens(input_ids), None                 # [T, E]
         for layer in self.layers:
-            x = layer(positions, x, inputs, kv_cache)                     # [T, E]
-        return self.norm(x)                                               # [T, E]
+            h, residual = layer(positions, h, residual, inputs, kv_cache)  # [T, E] each
+        return self.norm(h, residual)[0]                                  # [T, E] norm(h + residual)
 
-    def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        """hidden [B, E] -> logits [B, V] in float32 (tied embeddings: lm_head = embed_tokens)."""
-        return nn.functional.linear(hidden, self.embed_tokens.weight).float()  # [B, V]
+    def compute_logits(self, hidden: torch.Tensor, dtype: torch.dtype | None = torch.float32) -> torch.Tensor:
+        """hidden [B, E] -> logits [B, V] in `dtype` (None: the model's; tied embeddings: lm_head =
+        embed_tokens). Greedy decoding needs no float32 copy: the upcast is exact, the argmax the same."""
+        logits = nn.functional.linear(hidden, self.embed_tokens.weight)  # [B, V]
+        return logits if dtype is None else logits.to(dtype)

@@ -1,13 +1,22 @@
 """The model runner: owns the model and the KV cache; turns scheduled sequences into sampled tokens.
 
 Shapes: docs/conventions.md. nano-vllm's `nanovllm/engine/model_runner.py` without tensor
-parallelism or CUDA graphs: `allocate_kv_cache` once, then per step `prepare_prefill`/`prepare_decode`
-(from `pagedkv_lib.core.model_inputs`), the forward, the logits of each sequence's LAST token, the sampler.
+parallelism: `allocate_kv_cache` once, then per step `prepare_prefill`/`prepare_decode` (from
+`pagedkv_lib.core.model_inputs`), the forward, the logits of each sequence's LAST token, the sampler.
 With `kv_cache_dtype="fp8"` the cache holds e4m3 bytes and each layer's `Attention` holds its scales.
+
+On a GPU a step never waits for the GPU except once, for its sampled tokens:
+    inputs   built on the host (the scheduler knows every length), copied to the device asynchronously from
+             pinned memory (a copy from pageable memory makes the host wait);
+    kernels  launched with `check_values=False` (their value checks would read the device: a host sync
+             per layer; `EngineConfig.debug_checks` turns them back on);
+    decode   replayed from CUDA graphs (`decode_graphs.DecodeGraphs`) unless `enforce_eager` or
+             `debug_checks` (a check that reads the device cannot run inside a graph);
+    tokens   copied into pinned memory, then ONE explicit wait on a CUDA event: the scheduler needs them.
 """
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, replace
 
 import torch
 
@@ -17,6 +26,7 @@ from pagedkv_lib.core.sequence import Sequence
 
 from .attention_layer import Attention, select_kernels
 from .config import EngineConfig
+from .decode_graphs import DecodeGraphs
 from .model import Qwen3ForCausalLM
 from .sampler import Sampler
 
@@ -26,7 +36,8 @@ class ModelRunner:
         self.config = config
         m = config.model
         self.device = torch.device(config.device)
-        self.kernels = select_kernels(config.use_triton, self.device, m.dtype)
+        self.cuda = self.device.type == "cuda"
+        self.kernels = select_kernels(config.use_triton, self.device, m.dtype, config.debug_checks)
         self.model = Qwen3ForCausalLM(m, self.kernels).to(self.device)
         # zeros, not torch.empty: an unwritten row that is read by mistake shows as a wrong token, not a NaN
         self.kv_cache = allocate_kv_cache(m.num_hidden_layers, config.num_kvcache_blocks, config.block_size,
@@ -36,28 +47,59 @@ class ModelRunner:
         for attn in self.attention_layers:
             attn.calculate_kv_scales = config.calculate_kv_scales
         self.sampler = Sampler(seed, self.device)
+        self.graphs = None
+        if self.cuda and not config.enforce_eager and not config.debug_checks:  # checks read: no graphs
+            self.graphs = DecodeGraphs(self.model, self.kv_cache, config.max_num_seqs, config.max_model_len,
+                                       config.block_size)
+        self.host_tokens = torch.zeros(config.max_num_seqs, dtype=torch.int64, pin_memory=self.cuda)  # [B]
+        self.tokens_ready = torch.cuda.Event() if self.cuda else None
 
     def kv_scales(self) -> list[tuple[float, float]]:
         """(k_scale, v_scale) of every layer, in layer order (1.0 until calibrated; unused for 'auto')."""
         return [(a.k_scale, a.v_scale) for a in self.attention_layers]
 
-    def prepare(self, seqs: list[Sequence], is_prefill: bool) -> ModelInputs:
-        """prepare_prefill/prepare_decode; a prefill always gets block tables: attention reads the cache."""
-        if not is_prefill:
-            return prepare_decode(seqs, self.device)
-        inputs = prepare_prefill(seqs, self.device)
-        if inputs.block_tables is None:                  # no prefix hit: nano-vllm attends to k, v directly
-            tables = pad_block_tables([s.block_table for s in seqs], self.device)  # [B, M]
-            inputs = replace(inputs, block_tables=tables)
-        return inputs
+    def to_device(self, inputs: ModelInputs) -> ModelInputs:
+        """Host-built inputs on the device: pinned, then copied asynchronously (no host sync)."""
+        if not self.cuda:
+            return inputs
+        moved = {f.name: getattr(inputs, f.name).pin_memory().to(self.device, non_blocking=True)
+                 for f in fields(inputs) if isinstance(getattr(inputs, f.name), torch.Tensor)}
+        return replace(inputs, **moved)
 
-    @torch.inference_mode()
-    def run(self, seqs: list[Sequence], is_prefill: bool, temperatures: list[float]) -> list[int]:
-        """One forward over the scheduled sequences -> one sampled token per sequence."""
+    def prepare(self, seqs: list[Sequence], is_prefill: bool) -> ModelInputs:
+        """prepare_prefill/prepare_decode on the host, then on the device; a prefill always gets block tables:
+        attention reads the cache."""
+        if not is_prefill:
+            return self.to_device(prepare_decode(seqs, "cpu"))
+        inputs = prepare_prefill(seqs, "cpu")
+        if inputs.block_tables is None:                  # no prefix hit: nano-vllm attends to k, v directly
+            inputs = replace(inputs, block_tables=pad_block_tables([s.block_table for s in seqs]))  # [B, M]
+        return self.to_device(inputs)
+
+    def forward(self, seqs: list[Sequence], is_prefill: bool) -> torch.Tensor:
+        """Hidden states of each sequence's last token [B, E]: a decode by graph replay where one is captured
+        for the batch, else eagerly."""
+        if not is_prefill and self.graphs is not None and len(seqs) <= self.graphs.batch_sizes[-1]:
+            return self.graphs.run(seqs)                                                # [B, E]
         inputs = self.prepare(seqs, is_prefill)
         hidden = self.model(inputs.input_ids, inputs.positions, inputs, self.kv_cache)  # [T, E]
         if is_prefill:
             hidden = hidden[inputs.cu_seqlens_q[1:].long() - 1]                        # [B, E] last tokens
-        logits = self.model.compute_logits(hidden)                                      # [B, V]
-        t = torch.tensor(temperatures, dtype=torch.float32, device=self.device)         # [B]
-        return self.sampler(logits, t).tolist()
+        return hidden
+
+    def read_tokens(self, tokens: torch.Tensor) -> list[int]:
+        """The sampled ids as Python ints: the step's one wait for the GPU (an event after a pinned copy)."""
+        if not self.cuda:
+            return tokens.numpy().tolist()
+        host = self.host_tokens[: tokens.shape[0]]                                      # [B] pinned
+        host.copy_(tokens, non_blocking=True)
+        self.tokens_ready.record()
+        self.tokens_ready.synchronize()
+        return host.numpy().tolist()
+
+    @torch.inference_mode()
+    def run(self, seqs: list[Sequence], is_prefill: bool, temperatures: list[float]) -> list[int]:
+        """One forward over the scheduled sequences -> one sampled token per sequence."""
+        greedy = not any(t > 0 for t in temperatures)                  # argmax needs no float32 logits
+        logits = self.model.compute_logits(self.forward(seqs, is_prefill), None if greedy else torch.float32)
+        return self.read_tokens(self.sampler(logits, temperatures))                     # logits [B, V]
