@@ -33,6 +33,8 @@ DECODE_SHAPES = {            # name: (lengths, block size); ragged lengths are s
 }
 PREFILL_SHAPES = {           # name: (seq_lens, q_lens, block size)
     "cold8x2048": ([2048] * 8, [2048] * 8, 16),
+    "cold1x8192": ([8192], [8192], 16),
+    "cold32x512": ([512] * 32, [512] * 32, 16),
     "chunked16x(2048+512)": ([2560] * 16, [512] * 16, 16),
 }
 if not CUDA:                 # CPU smoke run (interpreter): same names, tiny sizes, to prove the scripts run

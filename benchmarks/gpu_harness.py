@@ -68,14 +68,7 @@ def time_calls(calls, samples: int = 20, min_calls: int = 24) -> dict:
                 c()
         for _ in range(2):
             graph.replay()
-        times = []
-        for _ in range(samples):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            graph.replay()
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end) * 1e3 / len(reps))
+        times = [ms * 1e3 / len(reps) for ms in event_ms(graph.replay, samples)]
         del graph
         return {"us": statistics.median(times), "timing": f"graph x{len(reps)}, {len(calls)} sets"}
     except Exception as exc:  # noqa: BLE001  (a baseline that cannot be captured: time it eagerly)
@@ -84,6 +77,19 @@ def time_calls(calls, samples: int = 20, min_calls: int = 24) -> dict:
 
         us = triton.testing.do_bench(calls[0], warmup=5, rep=50, return_mode="median") * 1e3
         return {"us": us, "timing": f"eager do_bench: graph capture failed ({type(exc).__name__})"}
+
+
+def event_ms(fn, samples: int) -> list[float]:
+    """Milliseconds of each of `samples` calls of fn, timed between two CUDA events."""
+    times = []
+    for _ in range(samples):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return times
 
 
 def measure_copy_bandwidth(nbytes: int = 2**31) -> float:

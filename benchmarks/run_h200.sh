@@ -17,37 +17,9 @@ set -u
 OUT="${1:-${OUT:-/tmp}}"
 PY="${PYTHON:-python}"
 DEADLINE_S="${DEADLINE_S:-530}"
-START=$(date +%s)
-RUN="$(mktemp -d)"
-mkdir -p "$OUT"
-export PYTHONPATH="$(pwd)${PYTHONPATH:+:$PYTHONPATH}"
-PYTEST=("$PY" -m pytest -o addopts="" -p no:cacheprovider -q -rs)    # pyproject's addopts name nbval
-
-finish() {
-    (cd "$RUN" && tar -czf "$OUT/h200_run.tar.gz" .)
-    { cat "$RUN/steps.txt"
-      for f in "$RUN"/*.txt; do [ "$(basename "$f")" = steps.txt ] || { echo; echo "== $(basename "$f")"; cat "$f"; }; done
-      for f in "$RUN"/*.log; do echo; echo "== tail of $(basename "$f")"; tail -n 25 "$f"; done
-    } > "$OUT/summary.txt" 2>&1
-    echo "wrote $OUT/h200_run.tar.gz and $OUT/summary.txt after $(( $(date +%s) - START )) s"
-}
-trap finish EXIT
-
-# step NAME LIMIT_S COMMAND...: run with a timeout no later than the deadline; log to NAME.log
-step() {
-    local name=$1 limit=$2 left
-    shift 2
-    left=$(( DEADLINE_S - ($(date +%s) - START) - 10 ))
-    if [ "$left" -lt 20 ]; then
-        echo "$name: SKIPPED (deadline)" | tee -a "$RUN/steps.txt"
-        return
-    fi
-    [ "$limit" -gt "$left" ] && limit=$left
-    local t0=$(date +%s)
-    timeout -k 5 "$limit" "$@" > "$RUN/$name.log" 2>&1
-    local rc=$?
-    echo "$name: rc $rc in $(( $(date +%s) - t0 )) s (limit $limit s)" | tee -a "$RUN/steps.txt"
-}
+TARBALL=h200_run.tar.gz
+SUMMARY_TAIL=25
+source "$(dirname "$0")/gpu_run_steps.sh"
 
 { nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv
   "$PY" -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"

@@ -1,7 +1,7 @@
 """Correctness on the GPU, then tuning sweeps of decode v3 (partition and tiles, bf16 and fp8 caches) and of
 the prefill kernel's tiles, at the course's target shapes.
 
-    PYTHONPATH=. python benchmarks/sweep_kernels.py --out OUT [--budget-s 220]
+    PYTHONPATH=. python benchmarks/sweep_kernels.py --out OUT [--budget-s 220] [--sections ...] [--shapes ...]
 
 Writes OUT/sweep.json: every row, and `best` (per shape: the fastest CORRECT config, read by
 bench_decode.py / bench_prefill.py --tuned; and the config of the common grid whose worst ratio to the
@@ -52,13 +52,17 @@ COMMON = [dict(pdl=False)] + [dict(min_chunk=mn, max_chunk=mx) for mn in (64, 12
 SMALL_EXTRA = ([dict(merge_per_head=False), dict(waves=2), dict(waves=4), dict(min_chunk=64, waves=4)]
                + [dict(version=2, num_splits=p) for p in (8, 16, 32)])
 LARGE_EXTRA = [dict(max_chunk=4096), dict(balanced=False), dict(block_n=128), dict(num_stages=3)]
-FP8_GRID = [{}, dict(num_stages=3), dict(block_n=64), dict(num_warps=8), dict(block_n=256, num_warps=8),
-            dict(max_chunk=4096)]
+FP8_GRID = [{}, dict(num_stages=4), dict(num_stages=2), dict(block_n=64), dict(block_n=64, num_stages=4),
+            dict(block_n=64, num_stages=2), dict(num_warps=8), dict(block_n=256, num_warps=8),
+            dict(max_chunk=4096), dict(waves=4), dict(min_chunk=256)]
+SMALL_EXTRA_MORE = [dict(block_n=32), dict(num_warps=2), dict(waves=6), dict(min_chunk=64, waves=6),
+                    dict(version=2, num_splits=64), dict(block_n=128, num_stages=3)]
 PREFILL_DEFAULT = dict(block_m=128, block_n=128, num_warps=8, num_stages=3)
 PREFILL_GRID = [PREFILL_DEFAULT] + [dict(block_m=m, block_n=n, num_warps=w, num_stages=s) for m, n, w, s in (
     (128, 64, 4, 3), (128, 64, 8, 3), (128, 128, 4, 3), (64, 64, 4, 3), (128, 128, 8, 2), (128, 64, 8, 2))]
 if not gh.CUDA:  # CPU smoke run: two entries per grid, interpreter-sized tiles
     COMMON, SMALL_EXTRA, LARGE_EXTRA = COMMON[:2], SMALL_EXTRA[:1], LARGE_EXTRA[:1]
+    SMALL_EXTRA_MORE = SMALL_EXTRA_MORE[:1]
     FP8_GRID = [dict(block_n=16), dict(block_n=32, max_chunk=64)]
     PREFILL_DEFAULT = dict(block_m=16, block_n=16, num_warps=4, num_stages=1)
     PREFILL_GRID = [PREFILL_DEFAULT, dict(block_m=32, block_n=16)]
@@ -171,11 +175,11 @@ def _time(row, calls, ref, samples=12):
     row.update(gh.time_calls(calls, samples=samples))
 
 
-def decode_sweep(budget, fp8: bool, copy_gbs: float) -> list:
+def decode_sweep(budget, fp8: bool, copy_gbs: float, names: list[str] | None = None) -> list:
     """Configs outermost (each compiles once), every shape inside; the common grid before the extras."""
     kind = "decode_fp8" if fp8 else "decode"
-    names = (["64x4096", "32x16384", "ragged64"] if fp8 else
-             ["ragged64", "ragged8", "1x4096", "8x4096", "32x16384", "64x4096", "256x1024"])
+    names = names or (["64x4096", "8x4096", "1x4096", "32x16384", "ragged64"] if fp8 else
+                      ["ragged64", "ragged8", "1x4096", "8x4096", "32x16384", "64x4096", "256x1024"])
     shapes = {}
     for name in names:
         lens, S = DECODE_SHAPES[name]
@@ -185,7 +189,7 @@ def decode_sweep(budget, fp8: bool, copy_gbs: float) -> list:
                             small=len(lens) * H_KV < 256)
     plan = ([(p, n) for p in FP8_GRID for n in names] if fp8 else
             [(p, n) for p in [{}] + COMMON for n in names]
-            + [(p, n) for p in SMALL_EXTRA for n in names if shapes[n]["small"]]
+            + [(p, n) for p in SMALL_EXTRA + SMALL_EXTRA_MORE for n in names if shapes[n]["small"]]
             + [(p, n) for p in LARGE_EXTRA for n in names if not shapes[n]["small"]])
     rows = []
     for params, name in plan:
@@ -209,27 +213,30 @@ def decode_sweep(budget, fp8: bool, copy_gbs: float) -> list:
     return rows
 
 
-def prefill_sweep(budget) -> list:
-    """Configs outermost (each compiles once), both shapes inside."""
+def prefill_sweep(budget, fp8: bool = False, names: list[str] | None = None) -> list:
+    """Configs outermost (each compiles once), every shape inside; fp8: the same grid on fp8 caches."""
+    kind = "prefill_fp8" if fp8 else "prefill"
     shapes = {}
-    for name, (seq_lens, q_lens, S) in PREFILL_SHAPES.items():
-        sets = gh.rotated_sets(lambda j, a=seq_lens, b=q_lens, S=S: prefill_set(a, b, S, seed=4000 + j),
-                               1 << 30, max_sets=2)
-        shapes[name] = dict(sets=sets, ref=prefill_reference(sets[0]), flops=prefill_flops(seq_lens, q_lens))
+    for name in names or PREFILL_SHAPES:
+        seq_lens, q_lens, S = PREFILL_SHAPES[name]
+        sets = gh.rotated_sets(lambda j, a=seq_lens, b=q_lens, S=S: prefill_set(a, b, S, seed=4000 + j,
+                                                                                fp8=fp8), 1 << 30, max_sets=2)
+        shapes[name] = dict(sets=sets, ref=prefill_reference(sets[0], fp8=fp8),
+                            flops=prefill_flops(seq_lens, q_lens))
     rows = []
     for params in PREFILL_GRID:
         for name, sh in shapes.items():
-            row = dict(kind="prefill", shape=name, params=params)
+            row = dict(kind=kind, shape=name, params=params)
             if budget.over():
                 rows.append(dict(row, skipped=True))
                 continue
-            made = gh.attempt(row, prefill_calls, sh["sets"], **params)
+            made = gh.attempt(row, prefill_calls, sh["sets"], fp8, **params)
             if made:
                 gh.attempt(row, _time, row, made[0], sh["ref"], 10)
                 if "us" in row:
                     row["tflops"] = sh["flops"] / (row["us"] * 1e-6) / 1e12
             rows.append(row)
-            gh.log(f"  prefill {name} {str(params):70} " + (
+            gh.log(f"  {kind} {name} {str(params):70} " + (
                 f"{row['us']:9.1f} us {row['tflops']:6.1f} TFLOP/s{'' if row['correct'] else ' WRONG'}"
                 if "us" in row else row.get("error", "")[:90]))
     del shapes
@@ -257,7 +264,11 @@ def best_configs(rows) -> dict:
         b = _fastest([r for r in rows if r["kind"] == "prefill" and r["shape"] == name])
         if b:
             best["prefill"][name] = dict(b["params"])
-    for kind, grid in (("decode", [{}] + COMMON), ("prefill", PREFILL_GRID)):
+        b = _fastest([r for r in rows if r["kind"] == "prefill_fp8" and r["shape"] == name])
+        if b:
+            best.setdefault("prefill_fp8", {})[name] = dict(b["params"])
+    for kind, grid in (("decode", [{}] + COMMON), ("prefill", PREFILL_GRID), ("prefill_fp8", PREFILL_GRID),
+                       ("decode_fp8", FP8_GRID)):
         shapes = {r["shape"] for r in rows if r["kind"] == kind}
         scores = []
         for params in grid:
@@ -283,16 +294,17 @@ def table(result) -> str:
              + (f"; FAILED: {', '.join(failed)}" if failed else "")
              + (f"; skipped (budget): {', '.join(skipped)}" if skipped else "")]
     rows = result["rows"]
-    for kind in ("decode", "decode_fp8", "prefill"):
+    for kind in ("decode", "decode_fp8", "prefill", "prefill_fp8"):
         for name in list(DECODE_SHAPES) + list(PREFILL_SHAPES):
             mine = [r for r in rows if r["kind"] == kind and r["shape"] == name]
             if not mine:
                 continue
             default = next((r for r in mine if r["params"] in (PREFILL_DEFAULT, {})), {})
             top = _fastest(mine)
-            unit = "TFLOP/s" if kind == "prefill" else "of copy"
-            val = (lambda r: r.get("tflops", 0)) if kind == "prefill" else (lambda r: r.get("frac_copy", 0))
-            fmt = (lambda x: f"{x:6.1f}") if kind == "prefill" else (lambda x: f"{x:6.1%}")
+            pre = kind.startswith("prefill")
+            unit = "TFLOP/s" if pre else "of copy"
+            val = (lambda r: r.get("tflops", 0)) if pre else (lambda r: r.get("frac_copy", 0))
+            fmt = (lambda x: f"{x:6.1f}") if pre else (lambda x: f"{x:6.1%}")
             d = f"{default['us']:8.1f} us {fmt(val(default))}" if "us" in default else "   -"
             t = f"{top['us']:8.1f} us {fmt(val(top))} {top['params']}" if top else "-"
             lines.append(f"{kind:>10} {name:>22}  default {d} {unit} | best {t}")
@@ -306,14 +318,21 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--budget-s", type=float, default=220.0)
+    ap.add_argument("--sections", default="correctness,decode,prefill,decode_fp8",
+                    help="comma-separated, in order: correctness, decode, prefill, prefill_fp8, decode_fp8")
+    ap.add_argument("--decode-shapes", help="decode sections: these shapes only (comma-separated)")
+    ap.add_argument("--prefill-shapes", help="prefill sections: these shapes only (comma-separated)")
     args = ap.parse_args()
+    decode_names = args.decode_shapes.split(",") if args.decode_shapes else None
+    prefill_names = args.prefill_shapes.split(",") if args.prefill_shapes else None
     total = gh.Budget(args.budget_s)
     out = Path(args.out)
     result = dict(env=gh.environment(), copy_gbs=gh.measure_copy_bandwidth(), correctness=[], rows=[],
                   started=time.strftime("%Y-%m-%d %H:%M:%S"))
     gh.log(f"{result['env']}; copy {result['copy_gbs']:.0f} GB/s")
-    sections = (("correctness", 0.18), ("decode", 0.38), ("prefill", 0.32), ("decode_fp8", 0.12))
-    left = 1.0
+    shares = {"correctness": 0.18, "decode": 0.38, "prefill": 0.32, "prefill_fp8": 0.2, "decode_fp8": 0.12}
+    sections = [(name, shares[name]) for name in args.sections.split(",")]
+    left = sum(share for _, share in sections)
     for name, share in sections:
         budget = gh.Budget(max(0.0, args.budget_s - total.used()) * share / left)
         left -= share
@@ -322,11 +341,13 @@ def main() -> None:
         if name == "correctness":
             rows = gh.attempt(entry, correctness, budget)
             result["correctness"] = rows or [dict(check="all", ok=False, **entry)]
-        elif name == "prefill":
-            result["rows"] += gh.attempt(entry, prefill_sweep, budget) or []
+        elif name.startswith("prefill"):
+            fp8 = name == "prefill_fp8"
+            result["rows"] += gh.attempt(entry, prefill_sweep, budget, fp8, prefill_names) or []
         else:
             fp8 = name == "decode_fp8"
-            result["rows"] += gh.attempt(entry, decode_sweep, budget, fp8, result["copy_gbs"]) or []
+            rows = gh.attempt(entry, decode_sweep, budget, fp8, result["copy_gbs"], decode_names)
+            result["rows"] += rows or []
         if "error" in entry:
             gh.log(f"section {name} failed: {entry['error']}")
             result.setdefault("section_errors", {})[name] = entry
