@@ -87,3 +87,18 @@ def test_the_pictures_draw_into_a_given_figure(run):
     for draw in draws:
         fig = Figure()
         assert draw(fig) is fig and fig.axes and fig.axes[0].has_data()
+
+
+def test_decode_step_rows_read_the_engine_benchmark_and_plot():
+    """bench_engine.json's layout (JSON keys are strings): one row per batch, transformers' fastest method."""
+    step = {"ms_per_step": 2.0, "floor_ms": 1.0, "graph_replay_ms": 1.5, "replay_floor_ms": 1.2}
+    result = {"batches": [1, 8], "modes": {
+        "eager": {"batches": {"1": {"ms_per_step": 20.0}, "8": {"ms_per_step": 21.0}}},
+        "graphed": {"batches": {"1": step, "8": dict(step, profile={"kernels": 340})}}},
+        "hf": {"methods": {"dynamic": {"batches": {"1": {"ms_per_step": 30.0}}},
+                           "static_compiled": {"batches": {"1": {"ms_per_step": 5.0}, "8": {"error": "x"}}}}}}
+    rows = ep.decode_step_rows(result)
+    assert [(r["B"], r["hf_method"], r["hf_ms"]) for r in rows] == [(1, "static_compiled", 5.0),
+                                                                     (8, None, None)]
+    assert rows[1]["kernels"] == 340 and rows[0]["graphed_ms"] / rows[0]["floor_ms"] == 2.0
+    assert isinstance(ep.plot_decode_steps(rows), Figure)

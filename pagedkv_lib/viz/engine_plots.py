@@ -4,9 +4,12 @@
     engine_frames(llm)                       run an LLMEngine to the end, one block-map Frame per step
     frame_figure(frame, fig=None)            one of those frames as a static picture
     EngineStepper(frames)                    block_map.BlockMapStepper over those frames
-Every number comes from `pagedkv_lib.engine`; this module only draws. The serving simulation's pictures are
-in `viz.serving_plots`. A notebook passes a pyplot figure (`fig=plt.figure(...)`) and calls `plt.show()`, so
-that the picture is stored as an image; without `fig` the functions make a standalone Figure (widgets, tests).
+    decode_step_rows(result)                 benchmarks/results/bench_engine.json as one row per batch size
+    plot_decode_steps(rows, fig=None)        ms per decode step: eager, CUDA graphs, the floor, transformers
+Every number comes from `pagedkv_lib.engine` or a stored benchmark; this module only draws. The serving
+simulation's pictures are in `viz.serving_plots`. A notebook passes a pyplot figure (`fig=plt.figure(...)`)
+and calls `plt.show()`, so that the picture is stored as an image; without `fig` the functions make a
+standalone Figure (widgets, tests).
 Owner keys follow `viz.prefix_cache`: a sequence's id, SHARED for ref_count > 1, RELEASED for a free block
 whose hash can still be hit (so at most RELEASED = 7 sequences per stepper run).
 """
@@ -130,3 +133,43 @@ class EngineStepper(BlockMapStepper):
 
     def __init__(self, frames: list[Frame], figsize=(8, 1.6), dpi=80):
         super().__init__(frames, figsize=figsize, dpi=dpi)
+
+
+def decode_step_rows(result: dict) -> list[dict]:
+    """One row per batch size of bench_engine.json: mean decode ms/step eager and graphed, the floor, the
+    graph replay alone, and the fastest transformers method (name and ms/step) where it ran."""
+    rows = []
+    hf = result.get("hf", {}).get("methods", {})
+    for B in result["batches"]:
+        eager = result["modes"]["eager"]["batches"].get(str(B), {})
+        graphed = result["modes"]["graphed"]["batches"].get(str(B), {})
+        if "ms_per_step" not in eager or "ms_per_step" not in graphed:
+            continue
+        timed = {name: m["batches"][str(B)]["ms_per_step"] for name, m in hf.items()
+                 if "ms_per_step" in m.get("batches", {}).get(str(B), {})}
+        best = min(timed, key=timed.get) if timed else None
+        rows.append(dict(B=B, eager_ms=eager["ms_per_step"], graphed_ms=graphed["ms_per_step"],
+                         floor_ms=graphed["floor_ms"], replay_ms=graphed.get("graph_replay_ms"),
+                         replay_floor_ms=graphed.get("replay_floor_ms"), hf_method=best,
+                         hf_ms=timed.get(best), kernels=graphed.get("profile", {}).get("kernels")))
+    return rows
+
+
+def plot_decode_steps(rows: list[dict], fig: Figure | None = None, figsize=(7, 2.8), dpi=80) -> Figure:
+    """Bars per batch size, log scale: eager, CUDA graphs, the fastest transformers method, the floor."""
+    fig = fig if fig is not None else Figure(figsize=figsize, dpi=dpi)
+    ax = fig.subplots()
+    x = np.arange(len(rows))                                                     # [batch sizes]
+    series = [("eager", "eager_ms", "#d62728"), ("CUDA graphs", "graphed_ms", "#1f77b4"),
+              ("transformers (fastest)", "hf_ms", "0.55"),
+              ("floor: bytes / copy rate", "floor_ms", "#2ca02c")]
+    width = 0.2
+    for i, (label, key, color) in enumerate(series):
+        values = [r[key] if r[key] is not None else np.nan for r in rows]
+        ax.bar(x + (i - 1.5) * width, values, width, color=color, label=label)
+    ax.set_yscale("log")
+    ax.set_xticks(x, [f"batch {r['B']}" for r in rows], fontsize=8)
+    ax.set_ylabel("ms per decode step", fontsize=8)
+    ax.tick_params(labelsize=7)
+    ax.legend(fontsize=7, ncols=4, loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
+    return fig
