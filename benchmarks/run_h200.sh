@@ -26,10 +26,10 @@ source "$(dirname "$0")/gpu_run_steps.sh"
   git rev-parse HEAD 2>/dev/null; } > "$RUN/env.txt" 2>&1
 cat "$RUN/env.txt"
 
-step gpu_tests 170 "${PYTEST[@]}" tests/test_kernels_decode_attention.py tests/test_kernels_prefill_attention.py \
-    tests/test_kernels_store_kvcache.py tests/test_kv_quant_triton.py
-step engine_tests 90 "${PYTEST[@]}" tests/test_engine_equivalence.py tests/test_engine_fp8.py
-step judge_gpu_tests 40 "${PYTEST[@]}" tests/test_judge_130_131.py -k "tl_dot or cuda"
+step gpu_tests 170 "${PYTEST[@]}" tests/kernels/test_kernels_decode_attention.py tests/kernels/test_kernels_prefill_attention.py \
+    tests/kernels/test_kernels_store_kvcache.py tests/kernels/test_kv_quant_triton.py
+step engine_tests 90 "${PYTEST[@]}" tests/engine/test_engine_equivalence.py tests/engine/test_engine_fp8.py
+step judge_gpu_tests 40 "${PYTEST[@]}" tests/judge/test_judge_130_131.py -k "tl_dot or cuda"
 step sweep 90 "$PY" -u benchmarks/sweep_kernels.py --out "$RUN" --budget-s 70
 step bench_decode 60 "$PY" -u benchmarks/bench_decode.py --out "$RUN" --tuned "$RUN/sweep.json" --budget-s 45
 step bench_prefill 45 "$PY" -u benchmarks/bench_prefill.py --out "$RUN" --tuned "$RUN/sweep.json" --budget-s 30

@@ -1,7 +1,7 @@
 """Build the course notebooks from their sources: `notebooks/src/NN_slug.py` -> `notebooks/NN_slug.ipynb`.
 
 The `.py` files (jupytext percent format: `# %%` code cells, `# %% [markdown]` text cells) are the one
-source of truth: ruff lints them, and `tests/test_notebook_sources.py` checks that every `.ipynb` holds
+source of truth: ruff lints them, and `tests/notebooks/test_notebook_sources.py` checks that every `.ipynb` holds
 exactly their cells. This script converts each source and executes it top to bottom on this machine, so
 the stored outputs are the ones nbval compares. The judge's status file is a fresh temporary one during the
 build: the stored outputs are those of a learner who has not graded anything yet (so `show_reference`

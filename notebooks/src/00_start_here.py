@@ -4,7 +4,7 @@
 # This course takes the paged KV cache of an LLM inference engine apart and has you build it again: the block
 # pool, block tables and slot mapping, paged attention in PyTorch and then in Triton, prefix caching,
 # copy-on-write, an 8-bit cache and a small engine on top. After this notebook you know the map of the
-# fourteen notebooks and fourteen exercises, how to run them on a laptop, in JupyterLab or in Colab, what
+# notebooks and exercises, how to run them on a laptop, in JupyterLab or in Colab, what
 # changes with a GPU, and how the judge grades your code.
 
 # %%
@@ -57,28 +57,32 @@ print(describe_environment())
 # %% [markdown]
 # ## 1. The map
 #
-# Fourteen notebooks, in order. Each opens with a self-test and ends with its exercises, pointers into real
+# The notebooks, in order. Each opens with a self-test and ends with its exercises, pointers into real
 # engines ("In real systems") and a few sentences to say in an interview.
 #
 # | # | notebook | what you do there | exercises |
 # |---|---|---|---|
 # | 00 | Start here | this page | |
 # | 01 | Why paging | the three wastes of a reservation, KV bytes per token, the paper's numbers | 121 |
-# | 02 | Block pool and block tables | a free queue, reference counts, block-size trade-offs | 127 (pool) |
-# | 03 | Slot mapping and store_kvcache | where each token's K/V goes; prefill, then decode | 122, 123, 124 |
+# | 02 | Block pool and block tables | a free queue, reference counts, block-size trade-offs | |
+# | 03 | Slot mapping and `store_kvcache` | where each token's K/V goes; prefill, then decode | 122, 123, 124 |
 # | 04 | Paged decode attention | gather through the block table, GQA, softmax; check against SDPA | 125 |
 # | 05 | Varlen attention and `cu_seqlens` | decode, prefill and chunked prefill in one batch | 126 |
 # | 06 | From scheduler to kernel inputs | `prepare_prefill`, `prepare_decode`, a decode-slot bug | 128 |
 # | 07 | Prefix caching | chained block hashes, hits, the bugs real engines shipped | 129 |
-# | 08 | Fork and copy-on-write | parallel sampling shares blocks; copy before writing | 127 (`append_slot`) |
-# | 09 | Triton: store_kvcache | your first kernel, one program per token | 130 |
-# | 10 | Triton: paged decode attention | flash-decoding, split-KV by actual lengths, a GPU roofline | 131 |
-# | 11 | Triton: paged prefill attention | tiles over (query block, KV head), the causal offset | 133 |
-# | 12 | FP8 KV cache | e4m3 and its scale: half the memory, what it costs in accuracy | 134 |
-# | 13 | Capstone: a mini engine | scheduler, block manager, prefix cache, preemption, serving | 132 |
+# | 08 | Fork and copy-on-write | parallel sampling shares blocks; copy before writing (with 02's pool) | 127 |
+# | 09 | Triton primer | programs, offsets, masks, reductions, `tl.dot`, strides, the interpreter | 135 |
+# | 10 | Triton: `store_kvcache` | your first kernel of the cache, one program per token | 130 |
+# | 11 | Triton: paged decode attention | flash-decoding, split-KV by actual lengths, a GPU roofline | 131 |
+# | 12 | Triton: paged prefill attention | tiles over (query block, KV head), the causal offset | 133 |
+# | 13 | FP8 KV cache | e4m3 and its scale: half the memory, what it costs in accuracy | 134 |
+# | 14 | Capstone: a mini serving engine | scheduler, block manager, prefix cache, preemption, serving | 132 |
+# | 15 | RadixAttention, the other prefix cache | a radix tree against the hash chain | 136 |
+# | 16 | Swap or recompute | what a preemption costs, by model and length | |
+# | 17 | The KV cache across GPUs | tensor-parallel shards, prefill/decode disaggregation | 137 |
 #
-# The exercises are numbered 121 to 134; the number is the one key for the stub `practice/<id>_*.py`, the
-# reference `solutions/<id>_*.py` and the judge's hidden cases.
+# Each exercise's number is the one key for the stub `practice/<id>_*.py`, the reference
+# `solutions/<id>_*.py` and the judge's hidden cases.
 #
 # | id | exercise | difficulty |
 # |---|---|---|
@@ -96,6 +100,9 @@ print(describe_environment())
 # | 132 | Scheduler with preemption | hard |
 # | 133 | Triton paged prefill | hard |
 # | 134 | FP8 KV cache | medium |
+# | 135 | Triton primer puzzles | medium |
+# | 136 | Radix cache | hard |
+# | 137 | KV transfer between instances | medium |
 
 # %% [markdown]
 # ## 2. How to run it
@@ -104,11 +111,10 @@ print(describe_environment())
 #   opens this notebook; `make test` runs every test. By hand: `pip install torch`, then
 #   `pip install -e ".[dev]"` and `jupyter lab`.
 # - **Colab.** Open a notebook from GitHub (File > Open notebook > GitHub). Its first code cell notices Colab,
-#   clones the repository and installs it; run it first. Pick a GPU runtime for notebooks 10 to 13.
+#   clones the repository and installs it; run it first. Pick a GPU runtime for notebooks 09 to 13.
 # - **CPU or GPU.** Every notebook runs on a CPU, and every stored output was produced on one. The Triton
-#   kernels (notebooks 10-13, exercises 130, 131 and 133) then run in Triton's interpreter
-#   (`TRITON_INTERPRET=1`,
-#   set for you) on small shapes: slow, but the same code and the same answers. On a CUDA GPU they are
+#   kernels (notebooks 09-13, exercises 130, 131, 133 and 135) then run in Triton's interpreter
+#   (`TRITON_INTERPRET=1`, set for you) on small shapes: slow, but the same code and the same answers. On a CUDA GPU they are
 #   compiled and benchmarked for real.
 #
 # The first code cell of every notebook prints where you are. The next cell says more; its output depends
@@ -206,7 +212,7 @@ print(listing.stdout or listing.stderr)
 
 # %%
 from pagedkv_lib.judge import grading, report
-from pagedkv_lib.judge.sandbox import Submission
+from pagedkv_lib.judge.grading import Submission
 
 
 def slot_mapping_for(block_table, positions, block_size):  # BUGGY on purpose: a wrong attempt at 122

@@ -2,7 +2,7 @@
 
 Shapes: docs/conventions.md. Nothing here touches a
 block table, a slot or a cache: attention is PyTorch SDPA on the contiguous K/V of one sequence. The engine's
-greedy outputs must equal `greedy_reference`'s token for token (tests/test_engine_equivalence.py).
+greedy outputs must equal `greedy_reference`'s token for token (tests/engine/test_engine_equivalence.py).
 """
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ stored notebooks the way a learner does, runs all cells, moves the sliders and s
 what the page shows against what `pagedkv_lib` computes. Browser console errors fail it. A screenshot of
 each state goes to tests/artifacts/browser/ (git-ignored).
 
-    .venv/bin/pytest -m browser tests/test_browser_widgets.py
+    .venv/bin/pytest -m browser tests/notebooks/test_browser_widgets.py
 
 Skipped where /usr/bin/chromium is missing (`.ci/run` installs it). Needs no browser download: Playwright
 drives the system Chromium through `executable_path`.
@@ -25,7 +25,7 @@ import matplotlib.image as mpimg
 import numpy as np
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = REPO / "notebooks"
 ARTIFACTS = REPO / "tests" / "artifacts" / "browser"
 NB01, NB02 = "01_why_paging.ipynb", "02_block_pool.ipynb"

@@ -19,7 +19,7 @@ from pagedkv_lib.engine import LLM, EngineConfig, SamplingParams
 from pagedkv_lib.engine.attention_layer import select_kernels, triton_kernels_available
 from pagedkv_lib.engine.decode_graphs import DecodeGraphs
 
-LIBRARY = str(Path(__file__).resolve().parent.parent / "pagedkv_lib")
+LIBRARY = str(Path(__file__).resolve().parents[2] / "pagedkv_lib")
 READS = ("item", "tolist", "__bool__", "__int__", "__float__", "__index__")
 
 

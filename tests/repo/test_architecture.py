@@ -6,7 +6,7 @@ import ast
 from collections import defaultdict
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parent.parent / "pagedkv_lib"
+PACKAGE = Path(__file__).resolve().parents[2] / "pagedkv_lib"
 # lowest first: a module may import its own layer and the layers before it, never one after it
 LAYERS = ["core", "testing", "kernels", "engine", "distributed", "studies", "viz", "judge"]
 TOP = {"__init__", "environment"}         # the package's own modules: import nothing of the package eagerly

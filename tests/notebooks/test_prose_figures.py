@@ -31,7 +31,7 @@ import jupytext
 import nbformat
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SOURCES = sorted((ROOT / "notebooks" / "src").glob("*.py"))
 RESULTS = ROOT / "benchmarks" / "results"
 
@@ -217,7 +217,7 @@ def test_a_quoted_figure_is_accepted_only_where_it_is_listed():
 @pytest.mark.parametrize("src", SOURCES, ids=[s.stem for s in SOURCES])
 def test_every_figure_in_a_notebooks_prose_is_printed_by_the_notebook(src):
     if not (src.parent.parent / f"{src.stem}.ipynb").exists():
-        pytest.skip("not built yet (tests/test_notebook_sources.py says so)")
+        pytest.skip("not built yet (tests/notebooks/test_notebook_sources.py says so)")
     printed = notebook_printed(src)
     number = src.stem[:2]
     quoted = {figure for (nb, figure) in QUOTED if nb == number}

@@ -7,7 +7,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 _spec = importlib.util.spec_from_file_location("nb_build", NOTEBOOKS / "build.py")
 nb_build = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(nb_build)

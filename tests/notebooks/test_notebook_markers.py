@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-SOURCES = sorted((Path(__file__).resolve().parent.parent / "notebooks" / "src").glob("*.py"))
+SOURCES = sorted((Path(__file__).resolve().parents[2] / "notebooks" / "src").glob("*.py"))
 
 
 @pytest.mark.parametrize("src", SOURCES, ids=[s.stem for s in SOURCES])

@@ -24,7 +24,7 @@ import pytest
 
 from pagedkv_lib.judge.registry import EXERCISES
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK_SOURCES = sorted((ROOT / "notebooks" / "src").glob("*.py"))
 THIS = Path(__file__).resolve()
 

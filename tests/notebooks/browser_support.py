@@ -1,6 +1,6 @@
 """Helpers of the browser test: a throwaway JupyterLab server, Debian's headless Chromium, notebook actions.
 
-Used by tests/test_browser_widgets.py. Nothing here is course-specific except the CSS classes the tests
+Used by tests/notebooks/test_browser_widgets.py. Nothing here is course-specific except the CSS classes the tests
 pass in. The server runs from this interpreter's environment (`sys.executable -m jupyterlab`), so its
 kernel imports the editable `pagedkv_lib` exactly as a learner's `make lab` does.
 """
@@ -152,7 +152,7 @@ def jupyterlab(root_dir: Path):
         "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
         "IPYTHONDIR": str(home / "ipython"),
         # the kernel imports this checkout's pagedkv_lib, the one the test computes its expectations with
-        "PYTHONPATH": os.pathsep.join(p for p in (str(Path(__file__).resolve().parent.parent),
+        "PYTHONPATH": os.pathsep.join(p for p in (str(Path(__file__).resolve().parents[2]),
                                                   env.get("PYTHONPATH", "")) if p),
     })
     cmd = [

@@ -15,7 +15,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 STORED = sorted(NOTEBOOKS.glob("*.ipynb"))
 BARE_REPR = re.compile(r"^<(?:matplotlib\.figure\.)?Figure\b|^<Result \d+ ")
 DRAWS = re.compile(r"\bplt\.|\bFigure\(|\bplot_\w+\(|\w+_figure\(")

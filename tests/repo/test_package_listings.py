@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "pagedkv_lib"
+PACKAGE = Path(__file__).resolve().parents[2] / "pagedkv_lib"
 INITS = sorted(PACKAGE.glob("*/__init__.py"))
 LISTED = re.compile(r"^\s+([\w/]+\.py)\s{2,}\S", re.MULTILINE)
 

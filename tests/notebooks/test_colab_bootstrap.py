@@ -23,7 +23,7 @@ import pytest
 from pagedkv_lib import environment
 from pagedkv_lib.environment import REPO_URL, describe_environment
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SOURCES = sorted((ROOT / "notebooks" / "src").glob("*.py"))
 # notebooks whose owners adopt environment.FIRST_CELL when their branches merge; strict: this list must shrink
 ADOPTED_AT_MERGE: set[str] = set()

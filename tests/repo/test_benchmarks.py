@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 MODULES = sorted(p.stem for p in BENCHMARKS.glob("*.py"))
 SHARED = {"gpu_harness", "attention_workloads"}          # helpers the scripts import, not scripts
 SCRIPTS = [m for m in MODULES if m not in SHARED]

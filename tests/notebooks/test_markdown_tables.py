@@ -16,7 +16,7 @@ import nbformat
 import pytest
 from markdown_it import MarkdownIt
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SOURCES = sorted((ROOT / "notebooks" / "src").glob("*.py"))
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 MARKDOWN = MarkdownIt("commonmark").enable("table")
