@@ -7,7 +7,7 @@ VENV := .venv
 LAB_ARGS ?=
 BIN := $(VENV)/bin
 
-.PHONY: lab test test-floors lint notebooks bench clean
+.PHONY: lab test test-fast test-floors lint notebooks bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,11 @@ lab: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	$(BIN)/python -m pytest
+
+# everything but the tests marked slow (the notebooks through nbval, the browser, the sandbox, the planted bugs,
+# two-process runs, scratch copies of the repository): a couple of minutes on two cores
+test-fast: $(VENV)/.installed
+	$(BIN)/python -m pytest -m "not slow and not browser" tests
 
 # the oldest triton and numpy that pyproject.toml accepts, in .venv-floors: the Triton tests, judges, notebooks
 test-floors:

@@ -1,8 +1,8 @@
 """Build the course notebooks from their sources: `notebooks/src/NN_slug.py` -> `notebooks/NN_slug.ipynb`.
 
 The `.py` files (jupytext percent format: `# %%` code cells, `# %% [markdown]` text cells) are the one
-source of truth: ruff lints them, and `tests/notebooks/test_notebook_sources.py` checks that every `.ipynb` holds
-exactly their cells. This script converts each source and executes it top to bottom on this machine, so
+source of truth: ruff lints them, and `tests/notebooks/test_notebook_sources.py` checks that every `.ipynb`
+holds exactly their cells. This script converts each source and executes it top to bottom on this machine, so
 the stored outputs are the ones nbval compares. The judge's status file is a fresh temporary one during the
 build: the stored outputs are those of a learner who has not graded anything yet (so `show_reference`
 reveals nothing), and the maintainer's own practice/ status is neither read nor changed.
@@ -31,8 +31,9 @@ def source_notebook(src: Path) -> nbformat.NotebookNode:
     """The notebook a source file describes, without outputs."""
     nb = jupytext.read(src, fmt="py:percent")
     nb.metadata = {"kernelspec": KERNELSPEC, "language_info": {"name": "python"}}
-    for cell in nb.cells:
+    for i, cell in enumerate(nb.cells):
         cell.metadata = {k: v for k, v in cell.metadata.items() if k in ("tags",)}
+        cell.id = f"cell-{i:03d}"                 # the same ids at every build: no churn in the stored files
     return nb
 
 

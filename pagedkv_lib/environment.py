@@ -2,11 +2,11 @@
 Colab, how the course gets there.
 
 The first cell of every notebook (`FIRST_CELL`, the same in every notebooks/src/*.py;
-tests/notebooks/test_colab_bootstrap.py checks that and runs it against a stand-in `google.colab`) must work before the
-course is installed, so in Colab it clones the repository itself: from $PAGEDKV_COURSE_REPO (default
-`REPO_URL`) into $PAGEDKV_COURSE_DIR (default /content/course), unless that folder exists. If the clone
-fails it prints one line naming the address and stops the notebook; else it puts the clone first on sys.path
-and calls `install_course`. Everywhere, it then prints `describe_environment()`.
+tests/notebooks/test_colab_bootstrap.py checks that and runs it against a stand-in `google.colab`) must work
+before the course is installed, so in Colab it clones the repository itself: from $PAGEDKV_COURSE_REPO
+(default `REPO_URL`) into $PAGEDKV_COURSE_DIR (default /content/course), unless that folder exists. If the
+clone fails it prints one line naming the address and stops the notebook; else it puts the clone first on
+sys.path and calls `install_course`. Everywhere, it then prints `describe_environment()`.
 """
 from __future__ import annotations
 

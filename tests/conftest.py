@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 
 import matplotlib
+import pytest
 import torch
 
 # Agg for this process only: an MPLBACKEND variable would be inherited by the kernels nbval starts in the
@@ -41,3 +42,10 @@ def pytest_sessionfinish(session, exitstatus):
         session.config.pluginmanager.get_plugin("terminalreporter").write_line(
             f"ERROR: the tests changed the learner's practice/ folder: {changed}", red=True)
         session.exitstatus = 1
+
+
+def pytest_collection_modifyitems(config, items):
+    """nbval's cells are slow tests: `make test-fast` (-m "not slow") leaves the notebooks out."""
+    for item in items:
+        if item.path.suffix == ".ipynb":
+            item.add_marker(pytest.mark.slow)

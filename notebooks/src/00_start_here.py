@@ -65,12 +65,14 @@ print(describe_environment())
 # | 00 | Start here | this page | |
 # | 01 | Why paging | the three wastes of a reservation, KV bytes per token, the paper's numbers | 121 |
 # | 02 | Block pool and block tables | a free queue, reference counts, block-size trade-offs | |
-# | 03 | Slot mapping and `store_kvcache` | where each token's K/V goes; prefill, then decode | 122, 123, 124 |
+# | 03 | Slot mapping and `store_kvcache` | where each token's K/V goes; prefill, then decode | 122, 123, 124
+# |
 # | 04 | Paged decode attention | gather through the block table, GQA, softmax; check against SDPA | 125 |
 # | 05 | Varlen attention and `cu_seqlens` | decode, prefill and chunked prefill in one batch | 126 |
 # | 06 | From scheduler to kernel inputs | `prepare_prefill`, `prepare_decode`, a decode-slot bug | 128 |
 # | 07 | Prefix caching | chained block hashes, hits, the bugs real engines shipped | 129 |
-# | 08 | Fork and copy-on-write | parallel sampling shares blocks; copy before writing (with 02's pool) | 127 |
+# | 08 | Fork and copy-on-write | parallel sampling shares blocks; copy before writing (with 02's pool) | 127
+# |
 # | 09 | Triton primer | programs, offsets, masks, reductions, `tl.dot`, strides, the interpreter | 135 |
 # | 10 | Triton: `store_kvcache` | your first kernel of the cache, one program per token | 130 |
 # | 11 | Triton: paged decode attention | flash-decoding, split-KV by actual lengths, a GPU roofline | 131 |
@@ -114,8 +116,8 @@ print(describe_environment())
 #   clones the repository and installs it; run it first. Pick a GPU runtime for notebooks 09 to 13.
 # - **CPU or GPU.** Every notebook runs on a CPU, and every stored output was produced on one. The Triton
 #   kernels (notebooks 09-13, exercises 130, 131, 133 and 135) then run in Triton's interpreter
-#   (`TRITON_INTERPRET=1`, set for you) on small shapes: slow, but the same code and the same answers. On a CUDA GPU they are
-#   compiled and benchmarked for real.
+#   (`TRITON_INTERPRET=1`, set for you) on small shapes: slow, but the same code and the same answers. On a
+# CUDA GPU they are   compiled and benchmarked for real.
 #
 # The first code cell of every notebook prints where you are. The next cell says more; its output depends
 # on your machine.

@@ -425,8 +425,8 @@ plt.show()
 # %% [markdown]
 # Every number the paper prints for this experiment, beside the course's: Fig. 2's shares, the average batch
 # of Fig. 13 (p. 10), and how much higher a request rate vLLM sustains (§6.2 and §6.3, p. 11). Each row names
-# its source, the tolerance within which the course claims to reproduce it (`tests/studies/test_paper_table.py` checks
-# every one), and why the two agree or differ.
+# its source, the tolerance within which the course claims to reproduce it
+# (`tests/studies/test_paper_table.py` checks every one), and why the two agree or differ.
 
 # %%
 from IPython.display import Markdown

@@ -497,8 +497,8 @@ ab, ba = ps.merge_partials(p32[0], p32[2]), ps.merge_partials(p32[2], p32[0])
 print("merge(a, b) equals merge(b, a) bit for bit:", torch.equal(ab.acc, ba.acc) and torch.equal(ab.l, ba.l))
 
 # %% [markdown]
-# `tests/core/test_partial_softmax.py` checks the property itself with hypothesis: random rows (some scores -inf,
-# large enough to overflow a plain `exp`), random cut points (repeated points make empty parts), random
+# `tests/core/test_partial_softmax.py` checks the property itself with hypothesis: random rows (some scores
+# -inf, large enough to overflow a plain `exp`), random cut points (repeated points make empty parts), random
 # merge orders and tree shapes, each against a float64 softmax over the whole row; and the empty cases.
 #
 # In the engines: FlashInfer merges `(output, lse)` pairs with `merge_state(v_a, s_a, v_b, s_b)` and

@@ -448,7 +448,8 @@ print(f"{'batch':>5} {'eager':>7} {'graphs':>7} {'floor':>6} {'graphs/floor':>12
       f"{'graphs faster':>13}")
 for r in rows:
     print(f"{r['B']:5d} {r['eager_ms']:7.2f} {r['graphed_ms']:7.2f} {r['floor_ms']:6.2f} "
-          f"{r['graphed_ms'] / r['floor_ms']:11.2f}x {r['hf_ms']:12.2f} {r['hf_ms'] / r['graphed_ms']:12.1f}x")
+          f"{r['graphed_ms'] / r['floor_ms']:11.2f}x {r['hf_ms']:12.2f} "
+          f"{r['hf_ms'] / r['graphed_ms']:12.1f}x")
 fig = plt.figure(figsize=(7, 2.8), dpi=80)
 plot_decode_steps(rows, fig)
 plt.show()

@@ -222,8 +222,9 @@ for S in (1, 2, 4):
           f"{agree == 300 - len(stored)}")
 
 # %% [markdown]
-# (tests/core/test_radix_cache.py runs the same reference with evictions and locks too, under hypothesis, and the
-# mini engine of notebook 14 with this cache instead of the hash manager: its greedy outputs are unchanged.)
+# (tests/core/test_radix_cache.py runs the same reference with evictions and locks too, under hypothesis, and
+# the mini engine of notebook 14 with this cache instead of the hash manager: its greedy outputs are
+# unchanged.)
 #
 # ## 6. Over the block pool: block size above 1
 #

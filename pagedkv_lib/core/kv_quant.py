@@ -11,8 +11,8 @@ Saturation. e4m3fn has no infinity; its largest finite value is 448 and its NaN 
 What a plain `x.to(torch.float8_e4m3fn)` does past 448 depends on the torch version: since PyTorch PR #178817
 (torch 2.12) a finite overflow or an infinity saturates to +-448; before it (torch 2.11 and older, as on the
 course's GPU image) every magnitude above 464 became NaN. Triton's GPU conversion saturates; Triton 3.9's
-interpreter neither saturates nor rounds correctly (tests/kernels/test_kv_quant_triton.py says how). So the store
-clamps to +-448 explicitly: a key past the range becomes the largest byte, never a NaN that would poison
+interpreter neither saturates nor rounds correctly (tests/kernels/test_kv_quant_triton.py says how). So the
+store clamps to +-448 explicitly: a key past the range becomes the largest byte, never a NaN that would poison
 every softmax that reads it, on every torch and every backend. A NaN input stays NaN (clamp keeps it).
 
 The scale. The largest magnitude that fits is `448 * scale`; the smallest normal one `2**-6 * scale` (below

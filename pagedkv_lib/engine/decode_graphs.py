@@ -77,8 +77,8 @@ class DecodeGraphs:
     def stage(self, seqs: list[Sequence]) -> int:
         """Write the step's inputs into the pinned host buffers, padded to a captured size; returns that size.
 
-        The values are prepare_decode's (core.model_inputs; tests/engine/test_engine_decode_graphs.py checks it):
-        the last token at position len - 1, its slot, the context length, the block table padded with -1.
+        The values are prepare_decode's (core.model_inputs; tests/engine/test_engine_decode_graphs.py checks
+        it): the last token at position len - 1, its slot, the context length, the block table padded with -1.
         Copying a block table into the buffer costs about as much as the rest of the step's host work, so a
         row is written in full only when it holds another sequence than the step before; otherwise only the
         blocks appended since (a preempted sequence always misses a decode step, so its row is rewritten)."""

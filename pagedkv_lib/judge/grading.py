@@ -57,26 +57,6 @@ class Submission:
 
 
 @dataclass
-class Run:
-    """What one submission's children reported (filled by their Supervisors)."""
-    submission: Submission
-    mode: str                                       # isolation.BWRAP or FORK
-    total: int = 0                                  # cases, once known
-    records: dict = field(default_factory=dict)     # case index -> CaseDone
-    stopped: dict = field(default_factory=dict)     # case index -> Outcome: refused, ended, skipped (stands)
-    load: Outcome | None = None                     # why it could not be graded at all
-    output: bytearray = field(default_factory=bytearray)
-    output_total: int = 0
-    bench: dict | None = None
-    isolation: str = ""
-    restarts: int = 0
-    started: float = 0.0
-    finished: float = 0.0
-    budget_end: float = 0.0                         # loading plus all cases must end by then
-    tampered: list = field(default_factory=list)
-
-
-@dataclass
 class CaseResult:
     name: str
     outcome: Outcome
@@ -90,28 +70,33 @@ class CaseResult:
 
 @dataclass
 class Result:
+    """One submission's grading: filled by its children's Supervisors while they run, then its cases."""
     exercise_id: int
     title: str
-    label: str                                    # the graded file, or "notebook"
+    submission: Submission
     seed: int
     device: str
-    cases: list
-    load: Outcome | None = None                   # the file could not be graded at all
-    output: str = ""                              # what it printed (the first bytes)
+    mode: str                                       # isolation.BWRAP or FORK
+    cases: list = field(default_factory=list)       # CaseResult per case, once graded
+    load: Outcome | None = None                     # why it could not be graded at all
+    records: dict = field(default_factory=dict)     # case index -> CaseDone, as the children reported
+    stopped: dict = field(default_factory=dict)     # case index -> Outcome: refused, ended, skipped (stands)
+    total: int = 0                                  # cases, once known
+    printed: bytearray = field(default_factory=bytearray)    # the first bytes it printed
     output_total: int = 0
     bench: dict | None = None
-    wall_s: float = 0.0                           # the whole grading run (all files)
-    duration_s: float = 0.0                       # this submission's children, first start to last end
-    isolation: str = ""                           # how the submission was kept in, in words
-    tampered: list = field(default_factory=list)  # what changed while it ran unsandboxed
+    isolation: str = ""                             # how the submission was kept in, in words
+    tampered: list = field(default_factory=list)    # what changed while it ran unsandboxed
+    restarts: int = 0
+    started: float = 0.0
+    finished: float = 0.0
+    budget_end: float = 0.0                         # loading plus all cases must end by then
+    wall_s: float = 0.0                             # the whole grading run (all files)
 
-    @property
-    def passed(self) -> int:
-        return sum(c.verdict == PASSED for c in self.cases)
-
-    @property
-    def total(self) -> int:
-        return len(self.cases)
+    label = property(lambda self: self.submission.label)          # the graded file, or "notebook"
+    output = property(lambda self: bytes(self.printed).decode("utf-8", "replace"))
+    duration_s = property(lambda self: max(0.0, self.finished - self.started))
+    passed = property(lambda self: sum(c.verdict == PASSED for c in self.cases))
 
     @property
     def first_failure(self) -> CaseResult | None:
@@ -152,7 +137,7 @@ def grade(exercise_id, submissions, *, seed: int = 0, device: str = "cpu", limit
     if device not in exercise.devices:
         raise ValueError(f"device: exercise {exercise.id} has cases for {exercise.devices}, got {device!r}")
     limits = limits or Limits.for_exercise(exercise)
-    runs = [Run(s, mode_for(s, isolation)) for s in
+    runs = [Result(exercise.id, exercise.title, s, seed, device, mode_for(s, isolation)) for s in
             (s if isinstance(s, Submission) else Submission(str(s), os.path.abspath(s)) for s in submissions)]
     if exercise.triton and "triton" not in sys.modules:   # a fork inherits Triton's mode, chosen at import
         os.environ["TRITON_INTERPRET"] = "1" if device == "cpu" else "0"
@@ -207,7 +192,10 @@ def grade(exercise_id, submissions, *, seed: int = 0, device: str = "cpu", limit
         for run in runs:                              # the library timed here, now that no child runs
             run.bench = module.bench_report(run.bench, device) if run.bench else run.bench
     wall = time.perf_counter() - t0
-    return [_result(exercise, module, cases, expected, run, seed, device, wall) for run in runs]
+    for run in runs:
+        run.wall_s = wall
+        run.cases = [_graded(module, run, i, *pair) for i, pair in enumerate(zip(cases, expected))]
+    return runs
 
 
 def _watch(active) -> None:
@@ -237,21 +225,14 @@ def _digest() -> str:
     return h.hexdigest()
 
 
-def _result(exercise, module, cases, expected, run: Run, seed, device, wall) -> Result:
-    results = []
-    for i, (case, exp) in enumerate(zip(cases, expected)):
-        record = run.records.get(i)
-        if run.load is not None:
-            outcome = Outcome(run.load.verdict, "not run: the submission could not be graded")
-        elif i in run.stopped or record is None:
-            outcome = run.stopped.get(i, Outcome(SKIPPED, "not run"))
-        else:
-            outcome = record.error or _check(module, case, exp, record.observation)
-        time_s = record.time_s if record is not None and run.load is None else None
-        results.append(CaseResult(case.name, outcome, time_s, case.show))
-    return Result(exercise.id, exercise.title, run.submission.label, seed, device, results, run.load,
-                  bytes(run.output).decode("utf-8", "replace"), run.output_total, run.bench, wall,
-                  max(0.0, run.finished - run.started), run.isolation, list(run.tampered))
+def _graded(module, run: Result, i: int, case, expected) -> CaseResult:
+    record = run.records.get(i)
+    if run.load is not None:
+        return CaseResult(case.name, Outcome(run.load.verdict, "not run: the submission could not be graded"))
+    if i in run.stopped or record is None:
+        return CaseResult(case.name, run.stopped.get(i, Outcome(SKIPPED, "not run")), None, case.show)
+    outcome = record.error or _check(module, case, expected, record.observation)
+    return CaseResult(case.name, outcome, record.time_s, case.show)
 
 
 def _check(module, case, expected, got) -> Outcome:

@@ -32,10 +32,13 @@ REFUSED_HINT = ("a graded function computes its answer and returns it: it may no
 TOO_MUCH = "an infinite loop, or far too much work?"
 EXIT_GRACE_S = 2.0                   # a child that sent `done` (or failed to load) has this long to exit
 _PHASES = {Ready: ("starting",), Loaded: ("loading",), CaseDone: ("cases",), Done: ("cases", "bench")}
+_LATE = {"loading": "loading (importing) the file took longer than {import_limit_s:g} s",
+         "bench": "the benchmark took longer than {bench_limit_s:g} s",
+         "cases": "over the time limit of {time_limit_s:g} s per case"}
 
 
 class Supervisor:
-    """One child running `run`'s submission from case `start` on, in `run.mode` (bwrap or fork)."""
+    """One child running the submission of `run` (a grading.Result) from case `start` on."""
 
     def __init__(self, exercise, run, limits, start: int, seed: int, device: str, bench: bool, cases=None):
         self.run, self.limits, self.bench = run, limits, bench
@@ -75,7 +78,7 @@ class Supervisor:
         run, lim = self.run, self.limits
         if fd == self.out_fd:
             run.output_total += len(data)
-            run.output += data[: max(0, lim.output_keep_bytes - len(run.output))]
+            run.printed += data[: max(0, lim.output_keep_bytes - len(run.printed))]
             if run.output_total > lim.output_limit_bytes:
                 self.stop(Outcome(RUNTIME_ERROR, f"output limit: more than {lim.output_limit_bytes} bytes "
                                   "printed to stdout/stderr", "remove the prints (or print much less)"))
@@ -130,7 +133,7 @@ class Supervisor:
             isolation.kill(self.pid)
 
     def poll(self) -> bool:
-        """Enforce the deadline; True once the child has ended and been reaped."""
+        """Enforce the deadline; True once the child has exited (it is reaped in `finish`)."""
         if time.monotonic() > self.deadline and self.outcome is None:
             while self.read(self.res_fd):             # a message already in the pipe comes first
                 pass
@@ -151,21 +154,15 @@ class Supervisor:
             return Outcome(RUNTIME_ERROR, f"the grading process did not start within {lim.startup_limit_s:g} "
                            "s (is the machine overloaded?); this is not the submission's time",
                            "grade it again when the machine is less busy")
-        if self.phase == "loading":
-            return Outcome(TIME_LIMIT, f"loading (importing) the file took longer than "
-                           f"{lim.import_limit_s:g} s", TOO_MUCH)
-        if self.phase == "bench":
-            return Outcome(TIME_LIMIT, f"the benchmark took longer than {lim.bench_limit_s:g} s", TOO_MUCH)
-        if time.monotonic() >= self.run.budget_end:
+        if self.phase == "cases" and time.monotonic() >= self.run.budget_end:
             return Outcome(TIME_LIMIT, f"loading it and all cases took longer than "
                            f"{lim.import_limit_s + lim.total_limit_s:g} s", TOO_MUCH)
-        return Outcome(TIME_LIMIT, f"over the time limit of {lim.time_limit_s:g} s per case", TOO_MUCH)
+        return Outcome(TIME_LIMIT, _LATE[self.phase].format(**vars(lim)), TOO_MUCH)
 
     def finish(self) -> int | None:
-        """After `poll` said it ended: read what is left, record why it ended, clean up. Returns the case to
+        """After `poll` said it ended: reap it, read what is left, record why it ended. Returns the case to
         restart from in a new child, or None."""
-        isolation.kill(self.pid)                      # whatever it left in its group, before its pid is free
-        self._reap()
+        self._reap()                                  # whatever it left in its group, before its pid is free
         while self.read(self.res_fd) or self.read(self.out_fd):
             pass
         self._close()
@@ -207,13 +204,14 @@ class Supervisor:
                        "do not call os._exit() or sys.exit() in a submission")
 
     def abort(self) -> None:
-        """The judge itself is stopping (Ctrl-C, or a bug of its own): kill and reap the child now."""
-        self.stop(Outcome(RUNTIME_ERROR, "the judge stopped"))
+        """The judge itself is stopping (Ctrl-C, or a bug of its own): end the child now, leave nothing."""
         self._reap()
         self._close()
 
     def _reap(self) -> None:
+        """Kill the child's group, then reap it: no zombie, and no signal to a pid that may be reused."""
         if not self.reaped:
+            isolation.kill(self.pid)
             self.proc.wait() if self.proc is not None else os.waitpid(self.pid, 0)
             self.reaped = True
 

@@ -16,7 +16,8 @@ there through `torch.compile`) and vLLM's CUDA ops (`fused_add_rms_norm`, `rotar
 
 Every kernel computes in float32 and rounds once at the end; the PyTorch references
 (`pagedkv_lib.engine.layers`: `rms_norm`, `RotaryEmbedding`, `silu_and_mul`) round after each operation, so
-the two agree to about one unit in the last place of the model's dtype (tests/kernels/test_kernels_fused_ops.py).
+the two agree to about one unit in the last place of the model's dtype
+(tests/kernels/test_kernels_fused_ops.py).
 
 Memory traffic per token: add_rms_norm reads 2E and writes 2E elements; qk_norm_rope reads and writes
 (H + H_kv) * D; silu_and_mul reads 2I and writes I. No launcher reads a device value: CUDA graphs capture

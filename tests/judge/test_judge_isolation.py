@@ -26,6 +26,7 @@ from scratch_repo import make_scratch_repo, sh
 
 from pagedkv_lib.judge import isolation
 
+pytestmark = pytest.mark.slow          # hostile submissions in scratch copies of the repository
 NEEDS_BWRAP = pytest.mark.skipif(isolation.bwrap_path() is None,
                                  reason="bwrap is missing or cannot sandbox here (.ci/run installs it)")
 DRIVER = """

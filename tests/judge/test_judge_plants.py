@@ -23,6 +23,8 @@ from pagedkv_lib.judge.outcome import NOT_IMPLEMENTED
 from pagedkv_lib.judge.registry import EXERCISES, get
 from pagedkv_lib.judge.stubs import make_stub
 
+pytestmark = pytest.mark.slow          # every exercise's solution, stub and planted bugs graded
+
 
 def planted(exercise_id: int, tmp_path) -> list:
     """The files of the planted bugs of one exercise (the solution with each plant's edits applied)."""

@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from pagedkv_lib.judge.outcome import PASSED, RUNTIME_ERROR, NOT_IMPLEMENTED, Outcome
+from pagedkv_lib.judge.outcome import NOT_IMPLEMENTED, PASSED, RUNTIME_ERROR, Outcome
 from pagedkv_lib.judge.protocol import (
     MAX_LINE,
     CaseDone,

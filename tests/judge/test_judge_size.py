@@ -35,8 +35,8 @@ def test_the_judges_machinery_is_at_most_1800_lines():
 
 def test_a_grading_call_in_the_parent_passes_through_at_most_10_judge_files(tmp_path):
     solution = JUDGE.parents[1] / "solutions" / "122_slot_mapping.py"
-    done = subprocess.run([sys.executable, "-c", TRACE, str(JUDGE), "122", str(solution)], capture_output=True,
-                          text=True, timeout=300, cwd=JUDGE.parents[1])
+    done = subprocess.run([sys.executable, "-c", TRACE, str(JUDGE), "122", str(solution)], text=True,
+                          capture_output=True, timeout=300, cwd=JUDGE.parents[1])
     code, files = json.loads(done.stdout.strip().splitlines()[-1])
     assert code == 0, done.stderr[-2000:]
     assert len(files) <= MAX_FILES, files

@@ -1,7 +1,7 @@
 """practice/ is the learner's: nothing the course ships overwrites a file there without --force and a backup.
 
-Each test works in a scratch copy of the repository (tests/judge/scratch_repo.py), acting as a learner who solved
-an exercise and then followed our own advice.
+Each test works in a scratch copy of the repository (tests/judge/scratch_repo.py), acting as a learner who
+solved an exercise and then followed our own advice.
 """
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from scratch_repo import make_scratch_repo, sh
 
 from pagedkv_lib.judge.registry import get
 from pagedkv_lib.judge.stubs import make_stub
+
+pytestmark = pytest.mark.slow          # scratch copies of the repository, the judge run as a learner runs it
 
 EX = get(127)
 

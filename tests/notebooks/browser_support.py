@@ -1,7 +1,7 @@
 """Helpers of the browser test: a throwaway JupyterLab server, Debian's headless Chromium, notebook actions.
 
-Used by tests/notebooks/test_browser_widgets.py. Nothing here is course-specific except the CSS classes the tests
-pass in. The server runs from this interpreter's environment (`sys.executable -m jupyterlab`), so its
+Used by tests/notebooks/test_browser_widgets.py. Nothing here is course-specific except the CSS classes the
+tests pass in. The server runs from this interpreter's environment (`sys.executable -m jupyterlab`), so its
 kernel imports the editable `pagedkv_lib` exactly as a learner's `make lab` does.
 """
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The maps of the course say what the judge's registry and the notebooks' sources say: one source for each fact.
+"""The maps of the course say what the judge's registry and the notebooks' sources say: one source for each
+fact.
 
 README.md and notebook 00 each hold a table of the notebooks (number, title or file, the exercises it
 teaches) and a table of the exercises (id, title, difficulty, and in the README its notebook). Every row must
@@ -84,7 +85,8 @@ def test_the_exercise_table_has_every_exercise_as_the_registry_has_it(where, tex
 
 @pytest.mark.parametrize("where, text", [("README.md", README), ("notebook 00", START)])
 def test_the_triton_exercises_named_are_the_registrys(where, text):
-    sentence = re.search(r"Triton[^.]*kernels \(notebooks[^)]*\)", text.replace("\n# ", " ").replace("\n", " "))
+    flat = text.replace("\n# ", " ").replace("\n", " ")
+    sentence = re.search(r"Triton[^.]*kernels \(notebooks[^)]*\)", flat)
     assert sentence, where
     assert sorted(ids(sentence.group(0))) == sorted(e.id for e in EXERCISES.values() if e.triton), where
 

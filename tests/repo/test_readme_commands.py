@@ -27,6 +27,8 @@ from scratch_repo import ROOT, learner_env, make_scratch_repo, sh
 from pagedkv_lib.judge.registry import get
 from pagedkv_lib.judge.stubs import make_stub
 
+pytestmark = pytest.mark.slow          # the README's commands run in scratch copies of the repository
+
 README = (ROOT / "README.md").read_text()
 EX = get(127)
 

@@ -64,11 +64,3 @@ def test_back_button_returns_to_previous_frame(stepper):
 def test_css_classes(stepper):
     assert "pagedkv-step" in stepper.step_button._dom_classes
     assert "pagedkv-block-map" in stepper.image._dom_classes
-
-
-def test_bench_callback_runs():
-    for name, call in bm.BENCH_CALLBACKS.items():
-        call()
-        start = time.perf_counter()
-        call()
-        print(f"{name}: {1e3 * (time.perf_counter() - start):.0f} ms")

@@ -83,10 +83,3 @@ def test_memory_map_colours_free_white_and_owners_by_request():
     fig = Figure()
     mp.draw_memory_map(fig.add_subplot(2, 1, 1), result)
     mp.draw_queue(fig.add_subplot(2, 1, 2), {"first fit": result})
-
-
-def test_bench_callback_runs():
-    for name, call in mp.BENCH_CALLBACKS.items():
-        start = time.perf_counter()
-        call()
-        print(f"{name}: {1e3 * (time.perf_counter() - start):.0f} ms")

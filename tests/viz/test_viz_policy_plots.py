@@ -82,8 +82,3 @@ def test_css_classes_differ_from_the_utilization_explorers(explorer):
             "pagedkv-policy-kv-dtype", "pagedkv-policy-shares", "pagedkv-policy-plot"} <= ours
     assert not ours & {c for w in (theirs.block_size, theirs.requests, theirs.text, theirs.image)
                        for c in w._dom_classes}
-
-
-def test_bench_callbacks_run():
-    for call in pp.BENCH_CALLBACKS.values():
-        call()

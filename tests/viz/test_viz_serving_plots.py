@@ -94,8 +94,3 @@ def test_latency_curves_one_line_per_policy():
     sp.draw_latency_curves(ax, [0.01, 0.02], curves)
     assert len(ax.lines) == 2 and ax.lines[0].get_xdata().tolist() == [10.0, 20.0]
     assert ax.lines[0].get_ydata().tolist() == [1.0, 5.0]
-
-
-def test_bench_callbacks_run():
-    for call in sp.BENCH_CALLBACKS.values():
-        call()

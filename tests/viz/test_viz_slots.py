@@ -91,11 +91,3 @@ def test_decode_explorer_slider_redraws(bs):
 def test_css_classes(walk):
     assert "pagedkv-slots" in walk.image._dom_classes
     assert "pagedkv-decode-reads" in sv.DecodeReadExplorer().image._dom_classes
-
-
-def test_bench_callbacks_run():
-    for name, call in sv.BENCH_CALLBACKS.items():
-        call()
-        start = time.perf_counter()
-        call()
-        print(f"{name}: {1e3 * (time.perf_counter() - start):.0f} ms")
