@@ -22,44 +22,25 @@ How a grading run goes, module by module (cli.py -> grading.grade):
 Adding an exercise (e.g. 130):
 1. solutions/130_<slug>.py: the reference solution, its contract in the docstrings, each answer between
    `# BEGIN SOLUTION` / `# END SOLUTION`; `python -m pagedkv_lib.judge.stubs 130` then writes the stub.
-2. registry.EXERCISES: Exercise(130, slug, title, difficulty, notebook, oracle={graded name:
-   "module:attr" of the library object it is checked against}, forbidden=(other library objects the
-   submission may not call), time_limit_s=per case, memory_limit_mb=None to lift the address-space cap
-   (CUDA needs it), devices=("cpu", "cuda") for one case set per device, triton=True for a kernel,
-   reference=(what show_reference prints, when not the oracle: a Triton exercise's kernel)).
-3. cases/ex130.py: build(seed, device) -> [Case], run(ns, case) -> observation, check(case, expected,
-   got) -> Outcome; optionally bench(ns, device) (in the child) and bench_report(figures, device) (in the
-   parent) for `judge.py 130 --bench`. See cases/__init__.py; scripted (stateful) exercises reuse
-   cases/script.py, attention-like ones cases/attention_cases.py, Triton ones cases/kernel_harness.py.
-   build must depend on (seed, device) alone: a sandboxed child builds the same cases itself. GPU
-   exercises: build inputs on the CPU and move them to `device` inside run (the parent must not touch CUDA
-   before it forks; the oracle can run on the CPU after the children are done). In the child, the modules
-   named in `oracle` and `forbidden` cannot be re-read from disk (no reload), nor can solutions/.
+2. cases/exercises.py: its card (title, notebook, oracle = graded name -> "module:attr" of the library object
+   its cases compare with, forbidden library objects, limits, devices, triton, the reference to show).
+3. cases/ex130.py: build(seed, device) -> [Case] (it may depend on nothing else: a sandboxed child builds the
+   same cases), run(ns, case) -> observation, check(case, expected, got) -> Outcome; optionally bench and
+   bench_report for --bench. See cases/__init__.py, and cases/script.py (stateful exercises),
+   cases/attention_cases.py, cases/kernel_harness.py (Triton: build on the CPU, move to the GPU in run).
 4. tests/judge/plants/ex130.py: planted bugs with the verdict and hint each must get
    (tests/judge/test_judge_plants.py runs them all); the solution must pass, the stub be "not implemented".
 """
 from __future__ import annotations
 
-
-def judge(exercise_id: int, namespace: dict | None = None, **kwargs):
-    """Grade the notebook code of exercise `exercise_id`; see notebook.judge."""
-    import inspect
-
-    from .notebook import judge as _judge
-
-    if namespace is None:
-        namespace = inspect.currentframe().f_back.f_globals
-    return _judge(exercise_id, namespace, **kwargs)
+_NOTEBOOK_FACES = ("judge", "show_reference", "load_ipython_extension")
 
 
-def show_reference(exercise_id: int) -> bool:
-    """The library's implementation of an exercise, once your version passed; see notebook.show_reference."""
-    from .notebook import show_reference as _show
+def __getattr__(name: str):
+    """judge, show_reference and %load_ext's hook, from notebook.py on first use: `import pagedkv_lib.judge`
+    (for `judge.py --list`) imports no torch."""
+    if name in _NOTEBOOK_FACES:
+        from . import notebook
 
-    return _show(exercise_id)
-
-
-def load_ipython_extension(ipython) -> None:
-    from .notebook import load_ipython_extension as _load
-
-    _load(ipython)
+        return getattr(notebook, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

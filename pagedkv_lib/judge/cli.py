@@ -1,13 +1,9 @@
-"""The judge's command line, behind `python practice/judge.py` and `python judge.py`.
+"""The judge's command line, behind `python practice/judge.py ID [FILE ...]` and `python judge.py`.
 
-    judge.py ID [FILE]                   grade FILE (default practice/ID_<slug>.py) against the hidden cases
-    judge.py ID FILE1 FILE2 ... [--jobs N] [--csv PATH]   grade many submissions into one table
-    judge.py --list                      every exercise, its difficulty and your status on it
-    judge.py --reset ID                  the stub of ID back in practice/ (your file is backed up beside it)
-    --json  machine-readable results (schema in pagedkv_lib/judge/report.py)   --seed N  other random cases
 Exit status 0 only when every case of every graded file passes, 1 when one fails, 2 on a usage error, 3 when
 an unsandboxed submission changed a file the verdicts rest on (tampering), 130 when interrupted (Ctrl-C).
-Several files are graded in the bwrap sandbox; where bwrap is missing they need --no-sandbox.
+Several files are graded in the bwrap sandbox; where bwrap is missing they need --no-sandbox. The --json
+schema is in report.py.
 """
 from __future__ import annotations
 
@@ -66,9 +62,13 @@ def _main(args) -> int:
     device = args.device or exercise.devices[0]
     if device not in exercise.devices:
         raise UsageError(f"exercise {exercise.id} has cases for {', '.join(exercise.devices)}, not {device}")
-    if device == "cuda" and not _cuda_available():
-        raise UsageError("--device cuda needs a CUDA GPU, and torch sees none here (grade on the CPU: leave "
-                         "out --device)")
+    if device == "cuda":
+        os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")   # NVML: CUDA stays unstarted for a fork
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UsageError("--device cuda needs a CUDA GPU, and torch sees none here (grade on the CPU: "
+                             "leave out --device)")
     if args.bench and not hasattr(exercise.cases(), "bench"):
         raise UsageError(f"exercise {exercise.id} has no benchmark")
     return _grade(exercise, files, args, device)
@@ -108,15 +108,6 @@ def _grade(exercise, files, args, device) -> int:
               file=sys.stderr)
         return 3
     return 0 if all(r.ok for r in results) else 1
-
-
-def _cuda_available() -> bool:
-    """Whether torch sees a GPU, asked through NVML: a plain torch.cuda.is_available() initialises the CUDA
-    driver in this process, and a child forked afterwards could not use CUDA."""
-    os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
-    import torch
-
-    return torch.cuda.is_available()
 
 
 def list_text() -> str:

@@ -1,13 +1,10 @@
 """Grading: one child per submission, then the oracle's answers and the case module's checks.
 
-    grade(127, ["practice/127_block_pool_cow.py"]) -> [Result]
-
-1. Children, `jobs` at a time, each watched by a Supervisor (supervisor.py). A sandboxed child builds its own
-   cases from the seed, so it starts before this process imports torch and both load in parallel; a forked
-   child inherits the cases, so it starts once they are built. A child that dies is started again after the
-   case that ended it (at most `max_restarts` times).
+1. Children, `jobs` at a time, each watched by a Supervisor. A sandboxed child builds its own cases from the
+   seed, so it starts before this process imports torch and both load in parallel; a forked child inherits
+   the cases. A child that dies starts again after the case that ended it (at most `max_restarts` times).
 2. Once every child has ended, the oracle runs here, where no child can reach it, and each case's check
-   compares the two observations and names the usual mistake.
+   compares the observations and names the usual mistake.
 Unsandboxed, a child could rewrite what a verdict rests on: the status file and the judge's own files are
 digested around each forked child, and a change is tampering that stops the batch. A learner's other files
 are never looked at.

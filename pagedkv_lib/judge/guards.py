@@ -1,13 +1,10 @@
-"""The child's in-process guard: a Python audit hook (PEP 578), installed before the submission is imported,
-that refuses what a graded function has no business doing, and reports each refusal to the parent, which
-makes it the verdict (so a submission that catches the PermissionError still does not pass).
-
-Refused: opening a file for writing, or deleting, renaming, linking or changing one, outside the scratch
-directory; reading the reference solutions or the oracle's source (`hidden`); starting a process (Triton's
-own compiler calls excepted); signalling another process; native code through ctypes (torch's and Triton's
-own calls excepted); sockets; `torch.save` to a path outside the scratch directory (torch writes it in C++).
-Under bwrap the operating system already stops writes, the network and escaping processes; the guard makes
-the attempt the verdict and, without bwrap, is the only line. It is Python: native code gets past it.
+"""The child's in-process guard: a Python audit hook (PEP 578), installed before the submission is imported.
+It refuses what a graded function has no business doing and reports each refusal to the parent, which makes
+it the verdict (a submission that catches the PermissionError still does not pass): writing, deleting,
+renaming or changing files outside the scratch directory; reading the solutions or the oracle's source;
+starting processes (Triton's compilers excepted); signalling others; ctypes (torch's and Triton's own
+excepted); sockets; torch.save outside scratch. Under bwrap it makes an attempt the verdict; without, it is
+the only line. It is Python: native code gets past it.
 """
 from __future__ import annotations
 

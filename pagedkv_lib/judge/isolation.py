@@ -1,13 +1,11 @@
 """Where a graded child runs and what bounds it: the operating system's tools, not the judge's.
 
-- `bwrap` (bubblewrap, the sandbox Flatpak uses): a graded FILE runs in it when this machine can make one: the
-  whole file system read-only but for the child's scratch directory, no network, its own PID namespace (when
-  the child ends, the kernel ends everything it started), dying with the judge. PAGEDKV_JUDGE_BWRAP=0 turns it
-  off.
-- fork: code written in a notebook (it cannot be sent to a fresh process), and files where bwrap is missing: a
-  fork of the judge in its own session and process group, ended with killpg. This is not a sandbox: the
-  child can write any file the user can, and a process that leaves its group outlives it.
-Either way the child sets its resource limits before the submission is imported (`set_limits`).
+- bwrap (bubblewrap): a graded file, where this machine can sandbox: everything read-only but the child's
+  scratch directory, no network, its own PID namespace (the kernel ends all it started), dying with the judge.
+  PAGEDKV_JUDGE_BWRAP=0 turns it off.
+- fork: a notebook's code, and files where bwrap is missing: a fork in its own session and process group,
+  ended with killpg. Not a sandbox: it can write what the user can, and what leaves its group outlives it.
+Either way the child sets its resource limits (`set_limits`) before the submission is imported.
 """
 from __future__ import annotations
 

@@ -1,11 +1,7 @@
-"""The judge from a notebook: `judge(127)` or `%judge 127` (after `%load_ext pagedkv_lib.judge`) grade the
-functions defined there; `show_reference(127)` shows the library's implementation once yours has passed.
-
-The graded names are looked up in the notebook's globals and the same hidden cases run in a forked child
-(not a sandbox: the code is the learner's own). The report leaves out timings, so a notebook's stored
-output does not change from run to run. The reference stays closed until the status file records a pass, so
-a notebook never gives an exercise away; for a Triton exercise it is the library's kernel and launcher, not
-the PyTorch oracle the cases compare with.
+"""The judge from a notebook: `judge(127)` or `%judge 127` (after `%load_ext pagedkv_lib.judge`) grade what is
+defined there, in a forked child (the learner's own code: no sandbox), reporting without timings so stored
+outputs stay stable. `show_reference(127)` prints the library's implementation (a Triton exercise's kernel)
+once the status file records a pass, so a notebook never gives an exercise away.
 """
 from __future__ import annotations
 

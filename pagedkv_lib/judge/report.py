@@ -1,17 +1,10 @@
 """Reports of a grading run: text for people, JSON for machines, CSV for an instructor's batch.
 
-JSON schema (`judge.py ID FILE --json`; a batch gives a list of these objects):
-    {"schema": 2, "exercise": 127, "title": str, "file": str, "seed": int, "device": "cpu",
-     "verdict": "passed" | "wrong answer" | "runtime error" | "time limit" | "memory limit"
-                | "not implemented" | "tampering" | "skipped",
-     "passed": int, "total": int, "wall_s": float, "isolation": str (how the submission was kept in, e.g.
-     "bwrap sandbox (...) + cgroup pids.max 256 + in-process
-                  guards"),
-     "tampered": [str] (unsandboxed: what changed while it ran; then the verdict is "tampering"),
-     "load_error": null | {"verdict", "message", "hint", "details": [str], "max_abs_err": null},
-     "cases": [{"name": "fixed/...", "verdict": str (or "skipped"), "time_s": float | null,
-                "message": str, "hint": str, "details": [str], "max_abs_err": float | null}],
-     "output": str (the first bytes printed), "output_bytes": int, "bench": null | {...}}
+JSON (`judge.py ID FILE --json`; a batch gives a list): {"schema": 2, "exercise": 127, "title", "file",
+"seed", "device", "verdict": one of outcome.VERDICTS, "passed", "total", "wall_s", "isolation" (in words),
+"tampered" ([str], unsandboxed only), "load_error": null | OUTCOME, "cases": [{"name", "time_s", **OUTCOME}],
+"output" (the first bytes printed), "output_bytes", "bench": null | {...}}; OUTCOME = {"verdict", "message",
+"hint", "details": [str], "max_abs_err"}.
 """
 from __future__ import annotations
 
@@ -32,10 +25,7 @@ def text(result, verbose: bool = False, timing: bool = True) -> str:
         lines += ["", f"TAMPERING: {', '.join(result.tampered)} changed while this submission ran "
                       "unsandboxed, so its verdict cannot be trusted"]
     if result.load is not None:
-        lines += [f"The submission could not be graded: {result.load.verdict}",
-                  *_indent([result.load.message, *result.load.details])]
-        if result.load.hint:
-            lines.append(f"  hint: {result.load.hint}")
+        lines += _failure(f"The submission could not be graded: {result.load.verdict}", result.load)
     else:
         for c in result.cases:
             if verbose or c.verdict != PASSED or len(result.cases) <= 40:
@@ -45,10 +35,8 @@ def text(result, verbose: bool = False, timing: bool = True) -> str:
                 lines.append(f"  {CODES[c.verdict]:<4} {c.name:<46}{extra}".rstrip())
         failure = result.first_failure
         if failure is not None:
-            lines += ["", f"First failing case: {failure.name} ({failure.verdict})",
-                      *_indent([*failure.show, failure.outcome.message, *failure.outcome.details])]
-            if failure.outcome.hint:
-                lines.append(f"  hint: {failure.outcome.hint}")
+            first = f"First failing case: {failure.name} ({failure.verdict})"
+            lines += ["", *_failure(first, failure.outcome, failure.show)]
     if result.output_total:
         shown = len(result.output.encode())
         lines += ["", f"It printed {result.output_total} bytes" + (f" (the first {shown}):" if shown <
@@ -60,8 +48,9 @@ def text(result, verbose: bool = False, timing: bool = True) -> str:
     return "\n".join(lines)
 
 
-def _indent(lines) -> list:
-    return [f"  {line}" for line in lines]
+def _failure(title: str, outcome, show=()) -> list:
+    hint = [f"  hint: {outcome.hint}"] if outcome.hint else []
+    return [title, *(f"  {line}" for line in [*show, outcome.message, *outcome.details]), *hint]
 
 
 def summary(result, timing: bool = True) -> str:

@@ -1,8 +1,6 @@
-"""The learner's status per exercise, in a small git-ignored JSON file that the judge updates.
-
-Path: practice/.judge_status.json, or $PAGEDKV_JUDGE_STATUS. Only the judge's parent process writes it, after
-its children have exited, and only for the learner's own file of an exercise (practice/<id>_<slug>.py) or
-code graded in a notebook. An entry that is not one the judge could have written shows as "unknown".
+"""The learner's status per exercise, in a git-ignored JSON file: practice/.judge_status.json, or
+$PAGEDKV_JUDGE_STATUS. Only the judge's parent writes it, after its children ended, and only for the learner's
+own file of an exercise or code graded in a notebook; an entry the judge could not have written is "unknown".
 
     {"127": {"verdict": "passed", "passed": 19, "total": 19, "file": "practice/127_....py", "seed": 0,
              "when": "2026-11-30 20:15:00", "source": "file" | "notebook"}, ...}

@@ -1,16 +1,11 @@
-"""Practice stubs from the reference solutions: the one source of truth is `solutions/<id>_<slug>.py`.
+"""Practice stubs from the reference solutions, the one source of truth: in `solutions/<id>_<slug>.py` the
+code between `# BEGIN SOLUTION` and `# END SOLUTION` becomes `raise NotImplementedError(...)` inside a
+function, and is dropped at module level; signatures and docstrings stay. A file in practice/ is replaced only
+while it holds a stub we shipped (the committed one, or what its solution makes now or at HEAD); a learner's
+work is kept unless `--force` is given, and then first copied to `<file>.bak-<time>` beside it.
 
-In a solution, code between `# BEGIN SOLUTION` and `# END SOLUTION` is the answer. Inside a function the
-region becomes `raise NotImplementedError(...)`; at module level (imports only the answer needs) it is
-dropped. Signatures and docstrings stay, so stub and solution share them by construction.
-
-`practice/` belongs to the learner: a file there is replaced only while it still holds a stub we shipped
-(the committed one, or one its solution generates now or at HEAD). Anything else is the learner's work and
-is kept, unless `--force` is given; then it is first copied to `<file>.bak-<time>` beside it.
-
-    python -m pagedkv_lib.judge.stubs [ID ...]   write practice/ from solutions/ (every exercise, or those)
-    python -m pagedkv_lib.judge.stubs --check    exit 1 if a COMMITTED stub differs from its solution's
-    python -m pagedkv_lib.judge.stubs --force    also replace files that hold your work (with a backup)
+    python -m pagedkv_lib.judge.stubs [ID ...] [--force]    write practice/ from solutions/
+    python -m pagedkv_lib.judge.stubs --check               exit 1 if a COMMITTED stub is out of date
 """
 from __future__ import annotations
 

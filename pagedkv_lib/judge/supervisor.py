@@ -1,15 +1,10 @@
 """The parent's watch over one child: start it, read its messages and output, end it at a deadline, say why it
-ended, and reap it (no zombie, whatever the submission did).
+ended, and reap it (no zombie, whatever the submission did). Its messages move it through phases, each with
+a deadline: starting --ready--> loading --loaded--> cases (0, 1, ...) --> (bench) --done--> done.
 
-The child's messages (protocol.py) move it through phases, each with a deadline:
-
-    starting --ready--> loading --loaded--> cases --case 0, 1, ...--> (bench) --done--> done
-                        loading --loaded(error)--> done
-
-One rule for a child that does not finish: its deadline passed, a time limit (still starting: the machine
-is too busy, a runtime error that is not the submission's); it reported a MemoryError (in its case's record)
-or the system killed it (a SIGKILL the judge did not send), a memory limit; its CPU seconds ran out, a time
-limit; any other signal or early exit, a runtime error.
+One rule for a child that does not finish: its deadline passed, a time limit (still starting: a busy machine,
+not the submission's time); a MemoryError (in its case's record) or a SIGKILL the judge did not send, a
+memory limit; its CPU seconds ran out, a time limit; any other signal or early exit, a runtime error.
 """
 from __future__ import annotations
 
