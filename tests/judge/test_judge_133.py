@@ -28,14 +28,16 @@ def test_133_cuda_case_set_holds_together_on_the_cpu_oracle():
     cases = ex133.build(0, "cuda")
     assert len(cases) >= 5 and all(c.args["device"] == "cuda" for c in cases)
     for case in cases:
-        k_cache = case.args["k_cache"]
+        k_cache, tables = case.args["k_cache"], case.args["block_tables"]
         assert k_cache.is_contiguous() and k_cache.storage_offset() == k_cache[0].numel()
+        assert tables.stride(0) > tables.shape[1]                    # rows further apart than M
         expected = ex133.run(oracle, case)
         assert expected["guard"].isnan().all() and expected["returned_out"] is True
         assert ex133.check(case, expected, expected).passed, case.name
     assert max(int(c.args["seq_lens"].max()) for c in cases) >= 4096
     q_lens = [int(n) for c in cases for n in c.args["cu_seqlens_q"].diff()]
     assert 1 in q_lens and max(q_lens) >= 1024
+    assert any(c.args.get("sums") for c in cases)
 
 
 def test_133_check_names_a_write_outside_out_and_a_new_tensor_returned():

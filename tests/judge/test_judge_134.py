@@ -44,13 +44,29 @@ def test_134_cases_name_every_clause_of_the_contract():
     names = [c.name for c in ex134.build(0)]
     for clause in ("saturation_at_448_times_scale", "slot_minus_one_skipped", "scale_not_1", "fp16_keys",
                    "qkv_slices_not_contiguous", "k_and_v_scales_differ", "tiny_values_subnormal",
-                   "negative_k_scale_raises", "zero_v_scale_raises", "last_partial_block", "block_size_1",
-                   "zero_scale_raises"):
+                   "x_over_scale_at_rounding_boundaries", "negative_k_scale_raises", "zero_v_scale_raises",
+                   "nan_k_scale_raises", "inf_v_scale_raises", "last_partial_block", "block_size_1",
+                   "zero_scale_raises", "negative_scale_raises", "nan_scale_raises", "inf_scale_raises"):
         assert any(clause in n for n in names), clause
     store = next(c for c in ex134.build(0) if c.name.endswith("saturation_at_448_times_scale"))
     key, _ = ex134.split_qkv(store.args)
     reach = key.float().abs() / store.args["k_scale"]
     assert float(reach.max()) >= 1000 and bool(((reach > 448) & (reach < 464)).any())
+
+
+def test_134_the_boundary_case_stores_values_that_dividing_and_the_reciprocal_round_apart():
+    """Keys and values of either sign where x / scale and x * (1 / scale) give different bytes: a store by
+    the reciprocal cannot pass it, whatever the random cases hold."""
+    case = next(c for c in ex134.build(0) if c.name.endswith("x_over_scale_at_rounding_boundaries"))
+    for part, scale in zip(ex134.split_qkv(case.args), (case.args["k_scale"], case.args["v_scale"])):
+        x = part.float()                                               # [T, H_kv, D]
+
+        def byte(y):
+            return y.clamp(-448, 448).to(torch.float8_e4m3fn).view(torch.uint8)
+
+        apart = byte(x / scale) != byte(x * (1 / scale))
+        assert int(apart.sum()) >= 20 and bool((x[apart] > 0).any()) and bool((x[apart] < 0).any())
+        assert bool((x[apart].abs() / scale > 1).any()) and bool((x[apart].abs() / scale < 2**-6).any())
 
 
 def _store_observation(case, quantize):

@@ -1,12 +1,15 @@
-"""Shared by the cases of exercises 125 (decode) and 126 (varlen): paged batches and attention checks.
+"""Shared by the cases of exercises 125 (decode) and 126 (varlen), and of their kernels 131 and 133: paged
+batches and attention checks.
 
 Batches come from `make_paged_batch`: random K/V scattered into a cache whose other rows are garbage,
 NaN or huge finite values. On a failure the check names the mistake: NaN or inf where the answer is finite
-comes from garbage rows (0 x NaN is NaN, so masking only the scores is not enough) or, in a case with
-extreme scores, from exp without the max subtracted; a finite wrong answer is compared with the usual wrong
-variants (GQA as h % H_kv, the causal mask counted from 0, scale ignored, one token too many or too few,
-the whole last block read). Each exercise starts with finite garbage, so that reading one token too many
-shows as a wrong number there, before a NaN case could blur it.
+comes from garbage rows (0 x NaN is NaN, so masking only the scores is not enough), in a case with extreme
+scores from exp without the max subtracted, in rows that see a single key from a key loop that never ran
+(0 / 0); a case built to expose 16-bit arithmetic in the softmax (sums past fp16's range, or cancelling)
+names it; a finite wrong answer is compared with the usual wrong variants (GQA as h % H_kv, the causal mask
+counted from 0, scale ignored or applied twice, one token too many or too few, the whole last block read, a
+kernel's last tile scored 0 past the context). Each exercise starts with finite garbage, so that reading one
+token too many shows as a wrong number there, before a NaN case could blur it.
 Shapes: docs/conventions.md.
 """
 from __future__ import annotations
@@ -21,13 +24,21 @@ from . import Case, fresh, observe, tensor_text
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 TOLERANCE = {torch.float32: 1e-4, torch.float16: 3e-3, torch.bfloat16: 2e-2}   # atol = rtol
+SUMS_V = {"large": 250.0,         # V of a sums="large" case: p . v over 262 keys of weight ~1 passes 65504
+          "cancelling": 20000.0}  # +-V by position: p . v over an even context cancels to near 0
+SUMS_TEXT = {"large": f"{SUMS_V['large']:g} + randn", "cancelling": f"+-{SUMS_V['cancelling']:g} by position"}
+TILES = (16, 32, 64, 128)   # the usual BLOCK_N of a kernel's key loop
 
 
 def make_case(name: str, seq_lens, q_lens, block_size: int, H: int, H_kv: int, D: int, *, seed: int,
               dtype: str = "fp32", scale: float | None = None, garbage: str = "nan", extra_padding: int = 0,
-              exact_pool: bool = False, block_tables=None, positive: bool = False) -> Case:
+              exact_pool: bool = False, block_tables=None, positive: bool = False, sums: str = "") -> Case:
     """positive: q and the caches made >= 0 (abs), so that q . k > 0 for every key: with a negative scale
-    every score is then far below zero."""
+    every score is then far below zero. sums: q near 0 (every weight exp(s - m) near 1, none exactly 1 but
+    the max's) and V chosen so that 16-bit arithmetic in the softmax shows: "large", V near 250, so that l
+    and p . v grow with the context past fp16's range while the answer stays near 250; "cancelling", V =
+    +-20000 alternating by position, so that p . v over an even context cancels to near 0 and a rounding of
+    p or acc to 16 bits is far off (args["sums"] tells the check)."""
     need = sum(-(-n // block_size) for n in seq_lens)
     if block_tables is not None:
         need = max(need, 1 + max(b for t in block_tables for b in t))
@@ -42,12 +53,19 @@ def make_case(name: str, seq_lens, q_lens, block_size: int, H: int, H_kv: int, D
     if positive:
         for t in (batch.q, batch.k_cache, batch.v_cache):
             t.abs_()
+    if sums:
+        batch.q.mul_(0.01)
+        _sum_values(batch, sums, block_size)
     scale = D**-0.5 if scale is None else scale
     args = {"q": batch.q, "k_cache": batch.k_cache, "v_cache": batch.v_cache,
             "block_tables": batch.block_tables, "seq_lens": batch.seq_lens,
             "cu_seqlens_q": batch.cu_seqlens_q, "scale": scale}
+    if sums:
+        args["sums"] = sums
+    note = (" (every element >= 0, as is every K and V)" if positive else
+            f" (near 0: every score near 0; V = {SUMS_TEXT[sums]})" if sums else "")
     lines = [f"block_size {block_size}, H {H}, H_kv {H_kv}, D {D}, {dtype}, scale {scale:.6g}",
-             tensor_text("q", batch.q, " (every element >= 0, as is every K and V)" if positive else ""),
+             tensor_text("q", batch.q, note),
              tensor_text("k_cache, v_cache", batch.k_cache, f" (rows outside contexts: {garbage} garbage)"),
              f"block_tables = {show(batch.block_tables.tolist())}",
              f"context lengths = {list(seq_lens)}"]
@@ -55,6 +73,18 @@ def make_case(name: str, seq_lens, q_lens, block_size: int, H: int, H_kv: int, D
         lines.append(f"query tokens per sequence = {list(q_lens)}, "
                      f"cu_seqlens_q = {batch.cu_seqlens_q.tolist()}")
     return Case(name, args, lines)
+
+
+def _sum_values(batch, sums: str, block_size: int) -> None:
+    """V of a `sums` case, in place (SUMS_V): near +250 everywhere, or +-20000 alternating by position in
+    each context (NaN garbage stays NaN)."""
+    if sums == "large":
+        batch.v_cache.add_(SUMS_V["large"])
+        return
+    for b, n in enumerate(batch.seq_lens.tolist()):
+        for pos in range(n):
+            block = int(batch.block_tables[b, pos // block_size])
+            batch.v_cache[block, pos % block_size] = SUMS_V["cancelling"] * (-1) ** pos
 
 
 def run_attention(fn, case: Case, varlen: bool) -> dict:
@@ -92,11 +122,13 @@ def _row_text(a: dict, row: int) -> str:
 
 
 def reference(a: dict, *, gqa: str = "div", offset: bool = True, causal: bool = True, extra: int = 0,
-              scale: float | None = None, whole_blocks: bool = False) -> torch.Tensor | None:
+              scale: float | None = None, whole_blocks: bool = False,
+              zero_scores_to: int = 0) -> torch.Tensor | None:
     """fp64 paged attention with switchable mistakes: [T, H, D], or None where the mistake cannot be made
     (a context past its table row). whole_blocks: every token of the last block is read (its unused tail
-    too), the queries staying at their positions. A -1 block read by mistake is the pool's last block, as
-    PyTorch indexing makes it."""
+    too), the queries staying at their positions. zero_scores_to: keys of score 0 and value 0 up to the next
+    multiple of it (a kernel's last tile, K/V loaded as 0 past the context, scores left unmasked). A -1
+    block read by mistake is the pool's last block, as PyTorch indexing makes it."""
     q, k_cache, v_cache = a["q"].double(), a["k_cache"].double(), a["v_cache"].double()
     S, H_kv, D = k_cache.shape[1:]
     H = q.shape[1]
@@ -117,6 +149,10 @@ def reference(a: dict, *, gqa: str = "div", offset: bool = True, causal: bool = 
         if causal:                                                            # (a read tail stays unmasked)
             key_pos = torch.arange(n)[None, :]                                # [1, n]
             s = s.masked_fill((key_pos > pos[:, None]) & (key_pos < at), float("-inf"))
+        if zero_scores_to:                                                    # the rest of the last tile
+            pad = -n % zero_scores_to
+            s = torch.cat([s, s.new_zeros(H, q_len, pad)], -1)                # [H, q_len, n + pad]
+            v = torch.cat([v, v.new_zeros(pad, H, D)])                        # [n + pad, H, D]
         out[cu[b] : cu[b + 1]] = torch.einsum("htn,nhd->thd", s.softmax(-1), v)
     return out
 
@@ -128,6 +164,19 @@ ARITHMETIC = ("NaN or inf from the arithmetic: this case's scores are extreme (e
               "or large enough to overflow exp), so exp without the max gives 0 / 0 or inf / inf: "
               "subtract the row's max score before exp (in an online softmax, a running max that starts at "
               "-inf, not 0)")
+LOOP_NEVER_RAN = ("NaN only in rows that see a single key (a context of length 1): 0 / 0, their key loop "
+                  "never ran (l = 0, acc = 0). Its bound must cover every key: for start in range(0, "
+                  "context_len, BLOCK_N), so that a single key still gets a tile")
+RECIPE = ("gather each sequence's K/V through its block table (position p: block_tables[b, p // S], offset "
+          "p % S), then softmax(q . k * scale) . v in fp32")
+SUMS_HINTS = {  # a sums case's check -> why 16-bit arithmetic shows there, and what to keep in fp32
+    "large": "this case's sums outgrow 16 bits (every weight near 1, V near 250: l and p . v reach the "
+             "context length times that, past fp16's 65504; bf16 keeps 8 bits, so one more term is rounded "
+             "away): keep m, l and acc in fp32 and round only the final output",
+    "cancelling": "this case's p . v cancels (every weight near 1, V = +-20000 alternating by position: the "
+                  "answer is near 0, so rounding p, or acc, to 16 bits is far off): give p . v fp32 operands "
+                  "(p as computed, V converted with .to(tl.float32)) and an fp32 accumulator",
+}
 
 
 def _diagnose(a: dict, got: torch.Tensor, expected: torch.Tensor, tol: float) -> str:
@@ -135,28 +184,47 @@ def _diagnose(a: dict, got: torch.Tensor, expected: torch.Tensor, tol: float) ->
     only what it computes itself, never NaN read from garbage), else where NaN came from, else the recipe."""
     D = a["q"].shape[-1]
     clean = dict(a, k_cache=a["k_cache"].nan_to_num(0.0), v_cache=a["v_cache"].nan_to_num(0.0))
-    variants = {
-        "GQA: query head h reads KV head h // (H // H_kv), not h % H_kv": {"gqa": "mod"},
-        "causal mask: the new tokens are the LAST q_len of the context, so query i sits at position "
-        "seq_len - q_len + i, not i": {"offset": False},
-        "causal: query i must not see keys after its own position": {"causal": False},
-        "use the `scale` argument, not 1/sqrt(head_dim)": {"scale": D**-0.5},
-        "one token too many: the context is positions 0..context_len-1": {"extra": 1},
-        "one key too few: a query sees every key up to AND including its own position (the current token "
-        "is part of the context)": {"extra": -1},
-        "the last block's unused tail was read: cut K and V to the context_len tokens (or mask them)":
-            {"whole_blocks": True},
-    }
-    for text, kwargs in variants.items():
+    variants = [
+        ("GQA: query head h reads KV head h // (H // H_kv), not h % H_kv", {"gqa": "mod"}),
+        ("causal mask: the new tokens are the LAST q_len of the context, so query i sits at position "
+         "seq_len - q_len + i, not i", {"offset": False}),
+        ("causal: query i must not see keys after its own position", {"causal": False}),
+        ("use the `scale` argument, not 1/sqrt(head_dim)", {"scale": D**-0.5}),
+        ("the scale was applied twice (q multiplied by scale, then the scores again): multiply the scores "
+         "by it once", {"scale": a["scale"] ** 2}),
+        ("one token too many: the context is positions 0..context_len-1", {"extra": 1}),
+        ("one key too few: a query sees every key up to AND including its own position (the current token "
+         "is part of the context)", {"extra": -1}),
+        ("the last block's unused tail was read: cut K and V to the context_len tokens (or mask them)",
+         {"whole_blocks": True}),
+        *((f"the keys past the context in the last tile (of {n} keys, it seems) were scored 0, not -inf: K "
+           "loaded with other=0 gives q . k = 0, and exp(0 - m) still enters l. Set the scores of positions "
+           ">= context_len to -inf (tl.where) before the max and the exp", {"zero_scores_to": n})
+          for n in TILES),
+    ]
+    for text, kwargs in variants:
         if kwargs.get("scale") == a["scale"]:
             continue
         other = reference(clean, **kwargs)
         if other is not None and torch.allclose(got.double(), other, atol=tol, rtol=tol, equal_nan=True):
             return text
-    if bool((~torch.isfinite(got) & torch.isfinite(expected)).any()):
-        return ARITHMETIC if _extreme_scores(a) else GARBAGE
-    return ("gather each sequence's K/V through its block table (position p: block_tables[b, p // S], "
-            "offset p % S), then softmax(q . k * scale) . v in fp32")
+    if a.get("sums"):
+        return SUMS_HINTS[a["sums"]]
+    broken = (~torch.isfinite(got) & torch.isfinite(expected)).flatten(1).any(1)       # [T] rows
+    if bool(broken.any()):
+        if _extreme_scores(a):
+            return ARITHMETIC
+        return LOOP_NEVER_RAN if bool((keys_seen(a)[broken] == 1).all()) else GARBAGE
+    return RECIPE
+
+
+def keys_seen(a: dict) -> torch.Tensor:
+    """[T]: how many keys each query row sees (its position + 1: seq_len - q_len + i + 1)."""
+    cu, lens = a["cu_seqlens_q"].long(), a["seq_lens"].long()
+    q_lens = cu[1:] - cu[:-1]                                                        # [B]
+    seq = torch.repeat_interleave(torch.arange(len(q_lens)), q_lens)                 # [T] the row's sequence
+    i = torch.arange(int(cu[-1])) - cu[:-1][seq]                                     # [T] index in its chunk
+    return lens[seq] - q_lens[seq] + i + 1
 
 
 def _extreme_scores(a: dict, limit: float = 80.0) -> bool:

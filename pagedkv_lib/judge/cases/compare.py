@@ -96,7 +96,8 @@ def int_list(name: str, expected: list, got, hint_for) -> Outcome | None:
 
 
 def close(name: str, expected: torch.Tensor, got, atol: float, rtol: float) -> Outcome:
-    """Floating-point check at stated tolerances; reports the first bad element and the max abs error."""
+    """Floating-point check at stated tolerances; reports the first bad element, how many are off (NaN and
+    inf counted apart) and the max abs error over the finite ones."""
     if not isinstance(got, torch.Tensor):
         return wrong(f"{name}: expected {kind(expected)}, got {kind(got)}")
     if got.shape != expected.shape or got.dtype != expected.dtype:
@@ -111,6 +112,10 @@ def close(name: str, expected: torch.Tensor, got, atol: float, rtol: float) -> O
         return Outcome(max_abs_err=max_err)
     idx = tuple(int(i) for i in bad.nonzero()[0])
     where = ", ".join(map(str, idx))
+    odd = {word: int((bad & test(g)).sum()) for word, test in (("NaN", torch.isnan), ("inf", torch.isinf))}
+    odd_text = ", ".join(f"{n} {word}" for word, n in odd.items() if n)
+    size = f"{int(bad.sum())} of {bad.numel()} elements off" + (f" ({odd_text})" if odd_text else "")
+    if bool(finite.any()):
+        size += f", max abs error {max_err:.3g}" + (" over the finite ones" if odd_text else "")
     return wrong(f"{name}[{where}]: expected {float(e[idx]):.6g}, got {float(g[idx]):.6g} "
-                 f"(atol {atol:g}, rtol {rtol:g}; {int(bad.sum())} of {bad.numel()} elements off, "
-                 f"max abs error {max_err:.3g})", max_abs_err=max_err)
+                 f"(atol {atol:g}, rtol {rtol:g}; {size})", max_abs_err=max_err)

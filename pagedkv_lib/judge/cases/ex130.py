@@ -6,6 +6,7 @@ Clauses of the contract -> the fixed case that holds each (exercise 124's list, 
     value's stride its own, not key's                 value_strided_key_contiguous
     not one element past a row (mask ROW < BLOCK)     odd_heads_and_dim, row_of_15_ends_the_cache (guard)
     the caches written in place                       notebook_prefill_a_and_b
+    the work done by a Triton kernel launched here    every case (kernel_harness.call counts the launches)
 
 Device "cpu": exercise 124's cases (and two more) in Triton's interpreter; "cuda": larger shapes, natively.
 Each cache is a view into a buffer with a NaN block before and after it (kernel_harness.guarded): a write
@@ -23,7 +24,16 @@ from pagedkv_lib.judge.outcome import Outcome, wrong
 
 from . import Case, ex124, fresh, observe
 from .kernel_harness import bench_report as _bench_report
-from .kernel_harness import bench_submission, call, fingerprint, guarded, outside, to_device, where
+from .kernel_harness import (
+    bench_submission,
+    call,
+    fingerprint,
+    guarded,
+    not_launched,
+    outside,
+    to_device,
+    where,
+)
 
 NAME = "store_kvcache_triton"
 EXTRA = [  # name, N, S, H_kv, D, slot_mapping, dtype, non-contiguous key/value ("value": value only)
@@ -72,12 +82,15 @@ def run(ns, case: Case) -> dict:
     d = dict(a, qkv=a["qkv"].to(device))
     key, value = ex124.split_qkv(d)                                  # [T, H_kv, D], views if strided
     slots = a["slot_mapping"].to(device)
-    call(ns[NAME], key, value, k_cache, v_cache, slots)
+    _, launches = call(ns, NAME, _oracle, key, value, k_cache, v_cache, slots)
     return {"caches": observe([k_cache, v_cache]), "guards": observe([outside(k_cache), outside(v_cache)]),
-            "inputs": [fingerprint(d["qkv"]), fingerprint(slots)]}
+            "inputs": [fingerprint(d["qkv"]), fingerprint(slots)], "launches": launches}
 
 
 def check(case: Case, expected: dict, got: dict) -> Outcome:
+    no_kernel = not_launched(got)
+    if no_kernel is not None:
+        return no_kernel
     found = diff(expected["guards"], got["guards"])
     if found is not None:
         return _guard_written(case, found)

@@ -2,22 +2,31 @@
 
 Device "cpu": exercise 125's fixed cases, Triton cases (a tile that runs past a full last block into the -1
 padding, blocks larger than a tile, odd groups and head dims, scores large enough to overflow exp without
-the running max) and short random ones, in Triton's interpreter; "cuda": long contexts, natively.
+the running max, sums past fp16's range, a p . v that cancels) and short random ones, in Triton's
+interpreter; "cuda": long contexts, natively.
 Every cache is a view into a buffer with a NaN block before and after it (block -1 lands in the first), and
 every block table a view into a wider one (rows table_stride = M + 3 apart) with -1 rows after it, so a
 kernel that follows the -1 padding or reads past a table row gets NaN, and the check names the mistake
 (`attention_cases.check_attention`).
 
 Clauses of the contract -> the fixed case that holds each (exercise 125's list, and):
+    the work done by a Triton kernel launched here   every case (kernel_harness.call counts the launches)
     tokens past context_len masked, never loaded     notebook_a_and_b (finite garbage: one token too many),
                                                      tile_runs_into_the_padding (block -1 is NaN guard)
+    their scores -inf (the last tile's tail)         notebook_a_and_b (a tile of 16..128 holds 6 keys)
+    every key in a tile: a context of 1 too          lengths_around_a_block (else 0 / 0)
     table rows table_stride apart, not M             every case (the table is a view into a wider one)
     online softmax: rescale by exp(m_old - m_new)    lengths_127_128_129 (many tiles)
     any scale: a running max that starts at -inf     all_scores_far_below_zero, scores_overflow_...
+    the scale applied once                           notebook_a_and_b
+    m, l and acc in fp32                             sums_past_fp16_range (context x 250 > 65504)
+    p . v on fp32 operands                           p_v_cancels (V = +-20000: the answer near 0); on
+                                                     the CPU bf16 (bf16 products on raw bits there)
     G not a power of two, D not a power of two       odd_group_and_head_dim
     the output has q's dtype                         fp16, bf16, many_tiles_fp16
     stores masked: nothing written past out          odd_group_and_head_dim (out made in guard memory)
-    on a GPU, G = 4 (a tl.dot tile needs 16 rows)    cuda/bf16_gqa4_4096
+    G = 4 (a GPU needs tl.dot's M >= 16 up to        cuda/bf16_gqa4_4096
+    triton 3.4, only its K from 3.5)
 Shapes: docs/conventions.md.
 """
 from __future__ import annotations
@@ -32,18 +41,20 @@ from pagedkv_lib.core.paged_attention import paged_attention_decode as _oracle
 from pagedkv_lib.judge.outcome import Outcome, wrong
 
 from . import Case, ex125, fresh, observe
-from .attention_cases import GARBAGE, TOLERANCE, check_attention, make_case, reference
-from .kernel_harness import bench_report as _bench_report
+from .attention_cases import GARBAGE, check_attention, make_case
 from .kernel_harness import (
+    attention_kernel_hint,
     bench_submission,
     call,
     fingerprint,
     guard_attention_inputs,
+    not_launched,
     outside,
     random_attention_options,
     to_device,
     where,
 )
+from .kernel_harness import bench_report as _bench_report
 
 NAME = "paged_attention_decode_triton"
 EXTRA = [  # name, context_lens, block_size, H, H_kv, D, options (make_case's)
@@ -52,15 +63,20 @@ EXTRA = [  # name, context_lens, block_size, H, H_kv, D, options (make_case's)
     ("odd_group_and_head_dim", [13, 30], 4, 6, 2, 12, {"extra_padding": 2}),
     ("scores_overflow_without_the_max", [50, 9], 16, 4, 1, 64, {"scale": 4.0}),
     ("many_tiles_fp16", [300], 16, 4, 2, 16, {"dtype": "fp16", "extra_padding": 2}),
+    ("sums_past_fp16_range", [400, 30, 1], 16, 2, 1, 16, {"dtype": "fp16", "sums": "large"}),
+    ("p_v_cancels", [96, 200, 64, 2], 16, 2, 1, 16, {"dtype": "fp16", "sums": "cancelling"}),
 ]
 CUDA = [  # long contexts natively: name, context_lens, block_size, H, H_kv, D, options; the first has G = 4,
-          # where tl.dot with BLOCK_G = 4 rows fails to compile (Outcome.of_exception names the cause)
+          # where a tl.dot with BLOCK_G = 4 rows fails to compile up to triton 3.4 (Outcome.of_exception names
+          # the cause); from 3.5 NVIDIA's compiler pads M and N itself and needs only K >= 16
     ("bf16_gqa4_4096", [4096, 4095, 4097, 1], 16, 32, 8, 128, {"dtype": "bf16", "extra_padding": 2}),
     ("fp16_block_size_256", [3000, 257, 1024], 256, 32, 8, 128, {"dtype": "fp16", "extra_padding": 1}),
     ("fp32_gqa8_block_size_1", [700, 33], 1, 16, 2, 64, {"extra_padding": 3}),
     ("bf16_no_gqa_head_dim_80", [1500, 17, 2048], 64, 8, 8, 80, {"dtype": "bf16"}),
     ("bf16_huge_garbage", [2000, 5], 16, 32, 8, 128, {"dtype": "bf16", "garbage": "huge", "exact_pool": True,
                                                       "extra_padding": 4}),
+    ("bf16_sums_past_fp16_range", [3000, 700], 16, 32, 8, 128, {"dtype": "bf16", "sums": "large"}),
+    ("bf16_p_v_cancels", [4096, 1000, 64], 16, 32, 8, 128, {"dtype": "bf16", "sums": "cancelling"}),
 ]
 RANDOM = 4
 TABLE_GUARD = 512   # entries of -1 after the last table row: a tile of up to 512 tokens that runs past the
@@ -97,10 +113,10 @@ def run(ns, case: Case) -> dict:
     q, lens = a["q"].to(device), a["seq_lens"].to(device)
     k_cache, v_cache, tables = (to_device(a[k], device) for k in ("k_cache", "v_cache", "block_tables"))
     with guarded_allocations():
-        out = call(ns[NAME], q, k_cache, v_cache, tables, lens, a["scale"])
+        out, launches = call(ns, NAME, _oracle, q, k_cache, v_cache, tables, lens, a["scale"])
     inputs = [fingerprint(t) for t in (q, k_cache, v_cache, tables, lens)]   # read-only: unchanged?
     guard = outside(out) if isinstance(out, torch.Tensor) and out.is_contiguous() else None
-    return {"out": observe(out), "inputs": inputs, "out_guard": observe(guard)}
+    return {"out": observe(out), "inputs": inputs, "out_guard": observe(guard), "launches": launches}
 
 
 OUT_GUARD = 4096    # NaN elements before and after a tensor the launcher makes: more than a tile overruns
@@ -134,8 +150,11 @@ def guarded_allocations():
 
 
 def check(case: Case, expected: dict, got: dict) -> Outcome:
-    """Exercise 125's check, with the kernel's side of its hints: masked loads, the online softmax; first,
-    the guard memory around the output."""
+    """Exercise 125's check, with the kernel's side of its hints: masked loads, the table's stride, the online
+    softmax; first, the kernel's launch and the guard memory around the output."""
+    no_kernel = not_launched(got)
+    if no_kernel is not None:
+        return no_kernel
     guard = got.get("out_guard")
     if isinstance(guard, torch.Tensor) and guard.is_floating_point() and bool((~torch.isnan(guard)).any()):
         return wrong("memory around the output was written (the NaN guard the judge puts before and after a "
@@ -143,32 +162,14 @@ def check(case: Case, expected: dict, got: dict) -> Outcome:
                      "mask the store: query heads past G and dims past D are not this program's (BLOCK_G "
                      "and BLOCK_D are rounded up to powers of two); the last head's extra rows lie past out")
     outcome = check_attention(case, expected, got)
-    out = got.get("out")
-    if not outcome.passed and outcome.hint and _rows_m_apart(case.args, out):
-        outcome.hint = ("block_tables is a view here: its rows lie block_tables.stride(0) = "
-                        f"{case.args['block_tables'].stride(0)} entries apart, not M = "
-                        f"{case.args['block_tables'].shape[1]}: pass the stride as table_stride")
-    elif outcome.hint == GARBAGE:
-        outcome.hint += (". In a kernel: mask the K/V loads, and the block-table load, at positions >= "
-                         "context_len (block -1 lies just before the cache)")
-    elif outcome.hint.startswith("gather each sequence"):
-        outcome.hint += ("; in a kernel, check the online softmax: when the running max grows from m to m', "
-                         "scale l and acc by exp(m - m') before adding the new tile")
+    if not outcome.passed and outcome.hint:
+        outcome.hint = attention_kernel_hint(case.args, expected["out"], got["out"], outcome.hint,
+                                             GARBAGE_IN_A_KERNEL)
     return outcome
 
 
-def _rows_m_apart(a: dict, out: torch.Tensor) -> bool:
-    """Whether `out` is what reading table row b at b * M (not b * stride) gives, block -1 being the NaN
-    guard before the cache (here a NaN block after it, where PyTorch's index -1 lands)."""
-    tables = a["block_tables"]                                                 # [B, M], a view
-    B, M = tables.shape
-    packed = torch.as_strided(tables, (B, M), (M, 1), tables.storage_offset())  # [B, M] rows M apart
-    nan = torch.full_like(a["k_cache"][:1], float("nan"))                      # [1, S, H_kv, D]
-    wrong_way = dict(a, block_tables=packed, k_cache=torch.cat([a["k_cache"], nan]),
-                     v_cache=torch.cat([a["v_cache"], nan]))
-    other = reference(wrong_way)
-    tol = TOLERANCE[a["q"].dtype]
-    return other is not None and torch.allclose(out.double(), other, atol=tol, rtol=tol, equal_nan=True)
+GARBAGE_IN_A_KERNEL = GARBAGE + (". In a kernel: mask the K/V loads, and the block-table load, at positions "
+                                 ">= context_len (block -1 lies just before the cache)")
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -3,12 +3,29 @@ guards, and a benchmark.
 
 Device "cpu": exercise 126's fixed cases, Triton cases (decode rows next to prefills, a chunk whose tile
 crosses into the next sequence, a last block with a NaN tail, tiles running into the -1 padding, blocks
-larger than a tile, odd groups and head dims, scores that overflow exp without the running max) and short
-random ones, in Triton's interpreter; "cuda": long prefills, chunks and decode rows, natively.
+larger than a tile, odd groups and head dims, scores that overflow exp without the running max, sums past
+fp16's range, a p . v that cancels) and short random ones, in Triton's interpreter; "cuda": long
+prefills, chunks and decode rows, natively.
 Every cache is a view into a buffer with a NaN block before and after it (block -1 lands in the first),
-every block table a view into one with -1 rows after it, and the output buffer (the caller's, as engines
-pass it) a view into one with NaN rows before and after it: a write outside its T rows is caught, and so is
-a row left unwritten. Shapes: docs/conventions.md.
+every block table a view into a wider one (rows M + 3 apart) with -1 rows after it, and the output buffer
+(the caller's, as engines pass it) a view into one with NaN rows before and after it: a write outside its T
+rows is caught, and so is a row left unwritten.
+
+Clauses of the contract -> the fixed case that first catches its plant (exercise 126's cases come first):
+    the work done by a Triton kernel launched here   every case (kernel_harness.call counts the launches)
+    query i at position seq_len - q_len + i          course_decode_prefill_chunk (a chunk of 8 of 20)
+    keys past the context masked, never loaded       all_decodes (NaN tails), course_decode_prefill_chunk
+                                                     (block -1 through the padding is the NaN guard)
+    table rows table_stride apart, not M             every case (the table is a view into a wider one)
+    a tile's rows past q_len are not its own         course_decode_prefill_chunk (out's NaN guard rows)
+    online softmax: rescale by exp(m_old - m_new)    course_decode_prefill_chunk (37 keys: two tiles)
+    GQA: query head h reads KV head h // G           course_decode_prefill_chunk (G = 4)
+    the scale argument                               scale_is_an_argument
+    m, l and acc in fp32                             sums_past_fp16_range (context x 250 > 65504)
+    p . v on fp32 operands                           p_v_cancels (V = +-20000: the answer near 0); on
+                                                     the CPU bf16 (tl.dot on raw bits in the interpreter)
+    out written in place and returned                every case (out between NaN guard rows)
+Shapes: docs/conventions.md.
 """
 from __future__ import annotations
 
@@ -24,10 +41,12 @@ from pagedkv_lib.testing.sdpa_reference import sdpa_contiguous
 from . import Case, ex126, fresh, observe
 from .attention_cases import check_attention, make_case
 from .kernel_harness import (
+    attention_kernel_hint,
     bench_submission,
     call,
     fingerprint,
     guard_attention_inputs,
+    not_launched,
     outside,
     random_attention_options,
     time_us,
@@ -45,6 +64,8 @@ EXTRA = [  # name, seq_lens, q_lens, block_size, H, H_kv, D, options (make_case'
     ("block_bigger_than_a_tile", [100, 64], [37, 64], 64, 4, 2, 8, {"extra_padding": 1}),
     ("odd_group_and_head_dim", [13, 30], [13, 17], 4, 6, 2, 12, {"extra_padding": 2}),
     ("scores_overflow_without_the_max", [50, 9], [20, 9], 16, 4, 1, 16, {"scale": 4.0}),
+    ("sums_past_fp16_range", [400, 30], [64, 1], 16, 2, 1, 16, {"dtype": "fp16", "sums": "large"}),
+    ("p_v_cancels", [96, 200, 64, 2], [1, 1, 1, 1], 16, 2, 1, 16, {"dtype": "fp16", "sums": "cancelling"}),
 ]
 CUDA = [  # long contexts natively: name, seq_lens, q_lens, block_size, H, H_kv, D, options
     ("bf16_gqa4_cold_prefills", [1024, 777], [1024, 777], 16, 32, 8, 128, {"dtype": "bf16",
@@ -56,6 +77,10 @@ CUDA = [  # long contexts natively: name, seq_lens, q_lens, block_size, H, H_kv,
     ("bf16_no_gqa_head_dim_80", [1500, 17], [1500, 3], 64, 8, 8, 80, {"dtype": "bf16"}),
     ("bf16_huge_garbage", [2000, 5], [129, 5], 16, 32, 8, 128, {"dtype": "bf16", "garbage": "huge",
                                                                 "exact_pool": True, "extra_padding": 4}),
+    ("bf16_sums_past_fp16_range", [3000, 700], [300, 1], 16, 32, 8, 128, {"dtype": "bf16",
+                                                                          "sums": "large"}),
+    ("bf16_p_v_cancels", [4096, 1000, 64], [1, 1, 1], 16, 32, 8, 128, {"dtype": "bf16",
+                                                                      "sums": "cancelling"}),
 ]
 RANDOM = 4
 TABLE_GUARD = 512   # entries of -1 after the last table row (a tile of up to 512 keys reads -1 there)
@@ -78,10 +103,12 @@ def build(seed: int, device: str = "cpu") -> list[Case]:
         cases.append(make_case(f"random/{i}", lens, q_lens, rng.choice([1, 4, 16, 256]),
                                H_kv * rng.choice([1, 2, 3, 4]), H_kv, D, seed=700 + i, **opt))
     for case in cases:
-        guard_attention_inputs(case.args, device, table_guard=TABLE_GUARD)
+        M = case.args["block_tables"].shape[1]
+        guard_attention_inputs(case.args, device, row_pad=3, table_guard=TABLE_GUARD)  # rows M + 3 apart
         case.show.insert(0, f"{NAME}(q, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q, scale, out):")
-        case.show.append("the caches lie between NaN guard blocks (block -1 is the one before), the table is "
-                         f"followed by rows of -1, and out lies between {OUT_GUARD} NaN rows on each side")
+        case.show.append("the caches lie between NaN guard blocks (block -1 is the one before); the table is "
+                         f"a view, rows {M + 3} apart (block_tables.stride(0)), followed by rows of -1; out "
+                         f"lies between {OUT_GUARD} NaN rows on each side")
     return cases
 
 
@@ -99,16 +126,20 @@ def run(ns, case: Case) -> dict:
     k_cache, v_cache, tables = (to_device(a[k], device) for k in ("k_cache", "v_cache", "block_tables"))
     out = to_device(out_buffer(a["q"]), device)
     if ns[NAME] is _oracle:                                          # the reference returns a new tensor
-        returned = out.copy_(_oracle(q, k_cache, v_cache, tables, lens, cu, a["scale"]))
+        returned, launches = out.copy_(_oracle(q, k_cache, v_cache, tables, lens, cu, a["scale"])), None
     else:
-        returned = call(ns[NAME], q, k_cache, v_cache, tables, lens, cu, a["scale"], out)
+        returned, launches = call(ns, NAME, _oracle, q, k_cache, v_cache, tables, lens, cu, a["scale"], out)
     inputs = [fingerprint(t) for t in (q, k_cache, v_cache, tables, lens, cu)]   # read-only: unchanged?
     return {"out": observe(out), "returned_out": returned is out, "guard": observe(outside(out)),
-            "inputs": inputs}
+            "inputs": inputs, "launches": launches}
 
 
 def check(case: Case, expected: dict, got: dict) -> Outcome:
-    """Exercise 126's check, after the guard rows around out and the returned buffer."""
+    """Exercise 126's check, after the kernel's launch, the guard rows around out and the returned buffer;
+    with the kernel's side of its hints (kernel_harness.attention_kernel_hint)."""
+    no_kernel = not_launched(got)
+    if no_kernel is not None:
+        return no_kernel
     guard = got.get("guard")
     if not (isinstance(guard, torch.Tensor) and bool(guard.isnan().all())):
         return wrong("wrote outside out: its NaN guard rows changed",
@@ -118,18 +149,16 @@ def check(case: Case, expected: dict, got: dict) -> Outcome:
     if got.get("returned_out") is not True:
         return wrong("did not return out", "write the result into the `out` buffer given, and return it")
     outcome = check_attention(case, expected, got)
-    out = got.get("out")
-    if not outcome.passed and isinstance(out, torch.Tensor) and out.is_floating_point() and out.isnan().any():
-        also = " It matches reading one token too many." if "too many" in outcome.hint else ""
-        outcome.hint = ("NaN in the output: a cache row past the context was read (the last block's tail, or "
-                        "block -1 through the table's padding, which lies just before the cache), or a row "
-                        "of out was never written. Mask the K/V loads, and the block-table load, at "
-                        "positions >= seq_len; masking only the scores is not enough, since 0 * NaN = NaN."
-                        + also)
-    elif not outcome.passed and outcome.hint.startswith("gather each sequence"):
-        outcome.hint += ("; in a kernel, check the online softmax: when the running max grows from m to m', "
-                         "scale l and acc by exp(m - m') before adding the new tile")
+    if not outcome.passed and outcome.hint:
+        outcome.hint = attention_kernel_hint(case.args, expected["out"], got["out"], outcome.hint,
+                                             GARBAGE_IN_A_KERNEL)
     return outcome
+
+
+GARBAGE_IN_A_KERNEL = ("NaN in the output: a cache row past the context was read (the last block's tail, or "
+                       "block -1 through the table's padding, which lies just before the cache), or a row of "
+                       "out was never written. Mask the K/V loads, and the block-table load, at positions >= "
+                       "seq_len; masking only the scores is not enough, since 0 * NaN = NaN.")
 
 
 # ----------------------------------------------------------------------------------------------------------

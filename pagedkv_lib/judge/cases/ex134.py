@@ -1,13 +1,28 @@
 """Cases of exercise 134, FP8 KV cache: `store_kvcache_fp8` (every cache byte compared exactly) and
 `gather_kv_dequant` (compared at atol 0, rtol torch.finfo(dtype).eps).
 
-Caches start as random bytes, NaN encodings (0x7F, 0xFF) included, and travel in the case as uint8 (torch
-cannot unpickle a float8 tensor, and the sandboxed child receives its cases pickled); `run` views them as
-float8_e4m3fn. so a byte written by mistake or a garbage
-row read by mistake shows. Keys and values are drawn so that x / scale spans e4m3's whole range: subnormals,
-the top binade, and past +-448 (saturation). On a failure the check recomputes the usual wrong variants
-(multiply instead of divide, the scale twice or not at all, divided in bf16, saturated at 240 or before
-dividing, -1 followed, K and V swapped) in plain torch and names the one the submission matches.
+Caches start as random bytes, NaN encodings (0x7F, 0xFF) included, so that a byte written by mistake or a
+garbage row read by mistake shows; they travel in the case as uint8 (torch cannot unpickle a float8 tensor,
+and the sandboxed child receives its cases pickled), and `run` views them as float8_e4m3fn. Keys and values
+are drawn so that x / scale spans e4m3's whole range: subnormals, the top binade, past +-448 (saturation),
+and the rounding boundaries where x * (1 / scale) lands on the neighbouring byte. On a failure the check
+recomputes the usual wrong variants (multiply instead of divide, by the reciprocal, the scale twice or not
+at all, divided in bf16, saturated at 240 or before dividing, -1 followed, K and V swapped) in plain torch
+and names the one the submission matches.
+
+Clauses of the contract -> the fixed case that holds each:
+    store: x / scale, saturated at +-448 after it      store/saturation_at_448_times_scale
+           divided in float32, not in key's dtype      store/scale_not_1_bf16
+           divided, not multiplied by 1 / scale        store/x_over_scale_at_rounding_boundaries
+           slot -1 skipped, other bytes untouched      store/slot_minus_one_skipped (every byte compared)
+           k_scale for keys, v_scale for values        store/k_and_v_scales_differ
+           views into a fused qkv                      store/*_qkv_slices_not_contiguous
+           inputs read-only                            store/fp32_qkv_slices_not_contiguous (a view)
+           ValueError for a scale <= 0, NaN or inf,    store/negative_k_scale_raises, zero_v_scale_raises,
+           before anything is written                  nan_k_scale_raises, inf_v_scale_raises
+    gather: byte * scale, rounded to dtype             gather/last_partial_block, one_token (bf16)
+           context_len rows through the table          gather/last_partial_block (garbage after them)
+           ValueError for a scale <= 0, NaN or inf     gather/zero_, negative_, nan_, inf_scale_raises
 Shapes: docs/conventions.md.
 """
 from __future__ import annotations
@@ -39,8 +54,12 @@ STORE = [  # name, N, S, H_kv, D, slot_mapping, dtype, qkv slices, k_scale, v_sc
     ("scale_1", 4, 4, 1, 8, [6, 2, 9], "bf16", False, 1.0, 1.0, "saturate"),
     ("block_size_1", 9, 1, 2, 4, [8, 3, 0, 5], "fp16", False, 0.02, 0.03, "wide"),
     ("block_size_256", 3, 256, 1, 4, [767, 256, 0, 255, 512, -1], "bf16", False, 0.4, 0.05, "wide"),
+    ("x_over_scale_at_rounding_boundaries", 8, 4, 2, 8, [5, 30, 2, 17, 8, 11, 23, 0, 19], "fp32", False,
+     1.301726222038269, 0.011, "boundary"),
     ("negative_k_scale_raises", 4, 4, 2, 4, [1, 2], "fp32", False, -0.5, 0.5, "wide"),
     ("zero_v_scale_raises", 4, 4, 2, 4, [1, 2], "fp32", False, 0.5, 0.0, "wide"),
+    ("nan_k_scale_raises", 4, 4, 2, 4, [1, 2], "fp32", False, float("nan"), 0.5, "wide"),
+    ("inf_v_scale_raises", 4, 4, 2, 4, [1, 2], "fp32", False, 0.5, float("inf"), "wide"),
 ]
 GATHER = [  # name, N, S, H_kv, D, context_len, extra -1 padding, dtype, scale
     ("last_partial_block", 6, 4, 2, 4, 7, 1, "fp32", 0.37),
@@ -53,6 +72,9 @@ GATHER = [  # name, N, S, H_kv, D, context_len, extra -1 padding, dtype, scale
     ("bf16_scale_not_1", 8, 4, 3, 5, 10, 0, "bf16", 2.5),
     ("scale_1", 5, 4, 2, 4, 6, 1, "fp32", 1.0),
     ("zero_scale_raises", 4, 4, 2, 4, 5, 1, "fp32", 0.0),
+    ("negative_scale_raises", 4, 4, 2, 4, 5, 1, "fp32", -0.25),
+    ("nan_scale_raises", 4, 4, 2, 4, 5, 1, "fp32", float("nan")),
+    ("inf_scale_raises", 4, 4, 2, 4, 5, 1, "fp32", float("inf")),
 ]
 
 
@@ -90,7 +112,13 @@ def _store_case(name, N, S, H_kv, D, slots, dtype, strided, k_scale, v_scale, va
     qkv = torch.randn(T, (H + 2 * H_kv) * D, generator=g)                     # [T, (H + 2 H_kv) D] fp32
     k_part, v_part = qkv[:, H * D : (H + H_kv) * D], qkv[:, (H + H_kv) * D :]  # [T, H_kv D] views
     for part, scale in ((k_part, k_scale), (v_part, v_scale)):
-        s = abs(scale) or 1.0
+        s = abs(scale) if 0 < abs(scale) < float("inf") else 1.0
+        if values == "boundary":                                               # x / scale at boundaries
+            found = rounding_boundaries(scale)                                 # [n] fp32, > 0
+            signs = torch.tensor([1.0, -1.0]).repeat(found.numel())[: found.numel()]   # [n] +-, alternating
+            idx = torch.arange(found.numel())                                  # [n] the first n elements
+            part[idx // part.shape[1], idx % part.shape[1]] = found * signs
+            continue
         if values == "tiny":
             part.mul_(0.01 * s)                                                # x / scale in the subnormals
         else:
@@ -104,7 +132,8 @@ def _store_case(name, N, S, H_kv, D, slots, dtype, strided, k_scale, v_scale, va
             "v_cache": _garbage((N, S, H_kv, D), g),
             "slot_mapping": torch.tensor(slots, dtype=torch.int32), "k_scale": k_scale, "v_scale": v_scale}
     layout = " (views into a fused qkv tensor, not contiguous)" if strided else ""
-    reach = [float(p.abs().max()) / (abs(sc) or 1.0) for p, sc in ((k_part, k_scale), (v_part, v_scale))]
+    reach = [float(p.abs().max()) / (abs(sc) if 0 < abs(sc) < float("inf") else 1.0)
+             for p, sc in ((k_part, k_scale), (v_part, v_scale))]
     lines = [f"store_kvcache_fp8(key, value, k_cache, v_cache, slot_mapping, k_scale={k_scale}, "
              f"v_scale={v_scale}), block_size {S}:",
              f"key, value: shape [{T}, {H_kv}, {D}] {dtype}{layout}; largest |key / k_scale| {reach[0]:.4g}, "
@@ -112,7 +141,29 @@ def _store_case(name, N, S, H_kv, D, slots, dtype, strided, k_scale, v_scale, va
              f"k_cache, v_cache: shape {[N, S, H_kv, D]} float8_e4m3fn (random bytes, NaN encodings "
              "included)",
              f"slot_mapping = {show(slots)}"]
+    if values == "boundary":
+        lines.insert(2, "the first elements of key and value, either sign: x / scale at e4m3 rounding "
+                        "boundaries, where x * (1 / scale) rounds to the neighbouring byte")
     return Case(name, args, lines)
+
+
+def rounding_boundaries(scale: float) -> torch.Tensor:
+    """fp32 values x > 0 where x / scale and x * (1 / scale) quantize to different e4m3 bytes: the fp32
+    neighbours of each midpoint between two e4m3 values, times the scale, where the reciprocal (rounded to
+    fp32 first) lands on the other side of the midpoint."""
+    codes = torch.arange(0, 0x7F, dtype=torch.uint8).view(FP8).float()        # [127] every finite e4m3 >= 0
+    x = (codes[1:] + codes[:-1]) / 2 * scale                                  # [126] midpoints, times scale
+    up, down = torch.tensor(float("inf")), torch.tensor(float("-inf"))
+    near, above, below = [x], x, x
+    for _ in range(3):                                                        # 3 fp32 steps either side
+        above, below = torch.nextafter(above, up), torch.nextafter(below, down)
+        near += [above, below]
+    x = torch.stack(near, 1)                                                  # [126, 7]
+
+    def byte(y):
+        return y.clamp(-FP8_MAX, FP8_MAX).to(FP8).view(torch.uint8)
+
+    return x[byte(x / scale) != byte(x * (1 / scale))]                        # [n]
 
 
 def _gather_case(name, N, S, H_kv, D, context_len, padding, dtype, scale, seed) -> Case:
@@ -171,8 +222,7 @@ def check(case: Case, expected: dict, got: dict) -> Outcome:
 def _check_errors(a: dict, expected: dict, got: dict) -> Outcome:
     scales = f"k_scale={a['k_scale']}, v_scale={a['v_scale']}" if "k_scale" in a else f"scale={a['scale']}"
     if not got["raised"]:
-        return wrong(f"{scales}: expected a ValueError, got no error",
-                     "a scale must be a finite number > 0: check it and raise ValueError before writing")
+        return wrong(f"{scales}: expected a ValueError, got no error", _invalid_scale_hint(a))
     if not expected["raised"]:
         return wrong(f"{scales}: expected no error, got {got['raised']}",
                      "only a scale that is not a finite number > 0 is an error")
@@ -180,6 +230,19 @@ def _check_errors(a: dict, expected: dict, got: dict) -> Outcome:
         return wrong("ValueError raised, but after writing into a cache",
                      "check both scales first: nothing may be written when either is invalid")
     return Outcome()
+
+
+def _invalid_scale_hint(a: dict) -> str:
+    """Why the case's invalid scale was let through: NaN and inf pass a test of `scale <= 0`."""
+    values = [a[k] for k in ("k_scale", "v_scale", "scale") if k in a]
+    if any(v != v for v in values):
+        return ("a NaN scale must raise a ValueError too, and NaN <= 0 is False: test not 0 < scale < "
+                "float('inf'), which NaN fails")
+    if float("inf") in values:
+        return ("an infinite scale must raise a ValueError too (x / inf stores 0, byte * inf reads inf or "
+                "NaN): test that it is finite, 0 < scale < float('inf')")
+    when = "before writing" if "k_scale" in a else "first"
+    return f"a scale must be a finite number > 0: check it and raise ValueError {when}"
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -194,6 +257,8 @@ def _quantize(x, scale, *, op="div", twice=False, in_dtype=False, bound=FP8_MAX,
         y = y / scale / scale if twice else y / scale
     elif op == "mul":
         y = y * scale
+    elif op == "reciprocal":
+        y = y * (1 / scale)
     return y.float().clamp(-bound, bound).to(FP8)
 
 
@@ -215,6 +280,9 @@ def _store_variant(a: dict, *, skip=True, swap=False, swap_scales=False, **quant
 STORE_HINTS = [
     ("divide by the scale when storing: the cache holds x / scale (reading multiplies)", {"op": "mul"}),
     ("apply the scale once: stored = x / scale", {"twice": True}),
+    ("x * (1 / scale) is not x / scale: the reciprocal, rounded to float32, is up to an ulp off, which moves "
+     "a value at an e4m3 rounding boundary to the neighbouring byte: use the division itself",
+     {"op": "reciprocal"}),
     ("divide by the scale: the cache holds x / scale, not x", {"op": "none"}),
     ("divide in float32 (key.float() / k_scale): dividing in bf16/fp16 rounds twice", {"in_dtype": True}),
     ("saturate at +-448, e4m3fn's maximum (240 is e4m3fnuz's, another format)", {"bound": 240.0}),

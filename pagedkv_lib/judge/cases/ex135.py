@@ -23,8 +23,11 @@ Clauses of the contract -> the fixed case that holds each:
     scores:      q @ k^T in fp32                           scores/worked_example, scores/gqa_group_of_4
                  any strides (k a transposed view)         scores/k_transposed
                  every tl.dot dimension >= 16              scores/gqa_group_of_4 (the CPU runs under
-                                                           triton_primer.gpu_dot_rule: the GPU's rule)
+                                                           triton_primer.gpu_dot_rule, the strictest
+                                                           GPU's rule: NVIDIA up to triton 3.4; from 3.5
+                                                           it needs only K >= 16)
     inputs read-only                                       every case (fingerprints)
+    the work done by the launcher's kernel                 every case (kernel_harness.call counts launches)
 
 Device "cpu": Triton's interpreter, small shapes; "cuda": natively, larger ones (a GPU has no dot rule to
 apply: the native compiler is the rule).
@@ -40,7 +43,16 @@ from pagedkv_lib.judge.cases.compare import close, diff, show
 from pagedkv_lib.judge.outcome import Outcome, wrong
 
 from . import Case, fresh, observe
-from .kernel_harness import call, fingerprint, guarded, outside, to_device, where
+from .kernel_harness import (
+    call,
+    fingerprint,
+    guarded,
+    not_launched,
+    outside,
+    raw_bf16_bits,
+    to_device,
+    where,
+)
 
 POISON = -4096.0                     # exact in fp16 and bf16: what a read outside the data returns
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
@@ -255,9 +267,9 @@ def run(ns, case: Case) -> dict:
     learner = ns[name] is not oracle
     rule = triton_primer.gpu_dot_rule() if device == "cpu" and learner else contextlib.nullcontext()
     with rule:
-        call(ns[name], *inputs, out)
+        _, launches = call(ns, name, oracle, *inputs, out)
     return {"out": observe(out), "guards": observe(outside(out)),
-            "inputs": [fingerprint(t) for t in inputs]}
+            "inputs": [fingerprint(t) for t in inputs], "launches": launches}
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -271,8 +283,11 @@ TOLERANCE = {  # puzzle -> (atol, rtol as a multiple of the output dtype's eps, 
 
 def check(case: Case, expected: dict, got: dict) -> Outcome:
     puzzle = case.args["fn"]
-    if not isinstance(got, dict) or set(got) != {"out", "guards", "inputs"}:
+    if not isinstance(got, dict) or set(got) != {"out", "guards", "inputs", "launches"}:
         return wrong(f"expected an observation of out, got {show(got)}")
+    no_kernel = not_launched(got)
+    if no_kernel is not None:
+        return no_kernel
     found = diff(expected["guards"], got["guards"])
     if found is not None:
         return _guard_written(case, found)
@@ -350,7 +365,7 @@ def _scale_hint(case: Case, e: torch.Tensor, g: torch.Tensor) -> str:
         if torch.allclose(g.float(), (packed.float() * w.float()[None, :]), rtol=1e-2, atol=1e-3):
             return (f"x is a view with strides {x.stride()}: address x[i, j] at i * x.stride(0) + j * "
                     f"x.stride(1), not i * N + j")
-    if e.dtype == torch.bfloat16 and bool((g.float().abs() > 1e3 * (e.float().abs().max() + 1)).any()):
+    if raw_bf16_bits(e.dtype, g, e):
         return ("bf16 arithmetic is wrong in Triton's interpreter: convert with .to(tl.float32) before "
                 "multiplying (the store rounds the fp32 product back)")
     return "out[i, j] = x[i, j] * w[j]: w is indexed by the column"
@@ -400,7 +415,7 @@ def _scores_hint(case: Case, e: torch.Tensor, g: torch.Tensor) -> str:
         if torch.allclose(g, q.float() @ packed.float().T, rtol=1e-3, atol=1e-3):
             return (f"k is a view with strides {k.stride()}: address k[j, d] at j * k.stride(0) + d * "
                     "k.stride(1), not j * D + d")
-    if q.dtype == torch.bfloat16 and bool((g.abs() > 1e3 * (e.abs().max() + 1)).any()):
+    if raw_bf16_bits(q.dtype, g, e):
         return ("bf16 tl.dot is wrong in Triton's interpreter (it multiplies the raw bits): give tl.dot fp32 "
                 "operands, q.to(tl.float32) (exact: every bf16 value is an fp32 value)")
     return "out = q @ k^T: tl.dot(q, tl.trans(k)) on tiles masked to M, N and D, padding loaded as 0"

@@ -1,5 +1,6 @@
 """What the Triton exercises' cases share (130, 131, 133, 135): guard memory, the device a kernel runs on, the
-kernels a submission launched, the interpreter's known troubles, and the `--bench` figures.
+kernels a submission launched, the attention kernels' hints, the interpreter's known troubles, and the
+`--bench` figures.
 
 Guard memory: every output a kernel writes is a view into a buffer with a NaN block before and after it, so
 a write through slot -1 or past a row lands where the check sees it. Devices: the "cpu" case sets run the
@@ -20,6 +21,7 @@ import os
 
 import torch
 
+from pagedkv_lib.judge.cases.attention_cases import GARBAGE, RECIPE, TOLERANCE, reference
 from pagedkv_lib.judge.cases.compare import show
 from pagedkv_lib.judge.outcome import Outcome, wrong
 
@@ -117,6 +119,9 @@ def where(ns: dict, name: str, oracle, device: str) -> str:
     return device
 
 
+# ----------------------------------------------------------------------------------------------------------
+# launches
+
 def call(ns: dict, name: str, oracle, *args) -> tuple:
     """(ns[name](*args), the number of Triton kernels it launched), the count None for the oracle (PyTorch);
     the errors of older Triton interpreters that are not the submission's fault are named."""
@@ -184,6 +189,54 @@ def not_launched(got: dict) -> Outcome | None:
     if isinstance(got, dict) and got.get("launches") == 0:
         return wrong("no Triton kernel was launched", NO_KERNEL)
     return None
+
+
+# ----------------------------------------------------------------------------------------------------------
+# the attention kernels' hints (131, 133)
+
+ONLINE_SOFTMAX = ("; in a kernel, check the online softmax: when the running max grows from m to m', scale l "
+                  "and acc by exp(m - m') before adding the new tile")
+BF16_IN_THE_INTERPRETER = ("bf16 arithmetic is wrong in Triton's interpreter (it multiplies the raw bits, "
+                           "in tl.dot too): give every product, p . v included, fp32 operands "
+                           "(.to(tl.float32)), as the contract's fp32 softmax asks")
+
+
+def attention_kernel_hint(a: dict, expected: torch.Tensor, out: torch.Tensor, hint: str, garbage: str) -> str:
+    """check_attention's hint for an attention kernel (131, 133) on inputs from guard_attention_inputs: bf16
+    products in the interpreter; the table's rows read M apart rather than stride(0) apart; `garbage`, the
+    kernel's words for NaN read from garbage; the online softmax after the plain recipe."""
+    tables = a["block_tables"]
+    if raw_bf16_bits(a["q"].dtype, out, expected):
+        return BF16_IN_THE_INTERPRETER
+    if rows_m_apart(a, out):
+        return (f"block_tables is a view here: its rows lie block_tables.stride(0) = {tables.stride(0)} "
+                f"entries apart, not M = {tables.shape[1]}: pass the stride as table_stride")
+    if hint == GARBAGE:
+        return garbage
+    return hint + ONLINE_SOFTMAX if hint == RECIPE else hint
+
+
+def raw_bf16_bits(dtype: torch.dtype, got: torch.Tensor, expected: torch.Tensor) -> bool:
+    """Whether `got` looks like Triton's interpreter computing on bf16 (it multiplies the raw bits): bf16
+    inputs, and a value a thousand times past the answer's largest."""
+    limit = 1e3 * (float(expected.float().abs().max()) + 1)
+    return dtype == torch.bfloat16 and bool((got.float().abs() > limit).any())
+
+
+def rows_m_apart(a: dict, out: torch.Tensor) -> bool:
+    """Whether `out` is what reading table row b at b * M (not b * stride) gives, block -1 being the NaN
+    guard before the cache (here a NaN block after it, where PyTorch's index -1 lands)."""
+    tables = a["block_tables"]                                                 # [B, M], a view
+    B, M = tables.shape
+    if tables.stride(0) == M:
+        return False
+    packed = torch.as_strided(tables, (B, M), (M, 1), tables.storage_offset())  # [B, M] rows M apart
+    nan = torch.full_like(a["k_cache"][:1], float("nan"))                      # [1, S, H_kv, D]
+    wrong_way = dict(a, block_tables=packed, k_cache=torch.cat([a["k_cache"], nan]),
+                     v_cache=torch.cat([a["v_cache"], nan]))
+    other = reference(wrong_way)
+    tol = TOLERANCE[a["q"].dtype]
+    return other is not None and torch.allclose(out.double(), other, atol=tol, rtol=tol, equal_nan=True)
 
 
 # ----------------------------------------------------------------------------------------------------------

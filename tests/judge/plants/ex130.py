@@ -34,4 +34,12 @@ PLANTS = {
         ('tl.store(k_cache_ptr + slot * ROW + offs, key,',
          'tl.store(k_cache_ptr + slot * ROW + offs, value,'),
     ], WA, 'swapped'),
+    'plain_pytorch': Plant([
+        ('    store_kvcache_kernel[(T,)](',
+         '    keep = slot_mapping >= 0\n'
+         '    k_cache.view(-1, row)[slot_mapping[keep].long()] = key[keep].reshape(-1, row)\n'
+         '    v_cache.view(-1, row)[slot_mapping[keep].long()] = value[keep].reshape(-1, row)\n'
+         '    return\n'
+         '    store_kvcache_kernel[(T,)]('),
+    ], WA, 'no Triton kernel was launched'),
 }

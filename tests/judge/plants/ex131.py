@@ -46,4 +46,38 @@ PLANTS = {
         ('    out = torch.empty_like(q) ',
          '    out = torch.empty_like(q, dtype=torch.float32) '),
     ], WA, "the query's shape and dtype"),
+    'plain_pytorch': Plant([
+        ('    group = H // H_kv\n',
+         '    group = H // H_kv\n'
+         '    for b in range(B):\n'
+         '        n = int(context_lens[b])\n'
+         '        blocks = block_tables[b, : -(-n // S)].long()\n'
+         '        k = k_cache[blocks].flatten(0, 1)[:n].float().repeat_interleave(group, 1)\n'
+         '        v = v_cache[blocks].flatten(0, 1)[:n].float().repeat_interleave(group, 1)\n'
+         '        p = (torch.einsum("hd,nhd->hn", q[b].float(), k) * scale).softmax(-1)\n'
+         '        out[b] = torch.einsum("hn,nhd->hd", p, v).to(out.dtype)\n'
+         '    return out\n'),
+    ], WA, 'no Triton kernel was launched'),
+    'loop_bound_one_short': Plant([
+        ('for start in range(0, context_len, BLOCK_N):',
+         'for start in range(0, context_len - 1, BLOCK_N):'),
+    ], WA, 'key loop never ran'),
+    'tail_scores_not_masked': Plant([
+        ('        s = tl.where(in_ctx[None, :], s, float("-inf"))\n',
+         ''),
+    ], WA, 'were scored 0, not -inf'),
+    'scale_applied_twice': Plant([
+        ('q = tl.load(q_ptr + q_offs, mask=q_mask, other=0.0).to(tl.float32)',
+         'q = tl.load(q_ptr + q_offs, mask=q_mask, other=0.0).to(tl.float32) * scale'),
+    ], WA, 'applied twice'),
+    'accumulates_in_the_input_dtype': Plant([
+        ('acc = tl.zeros([BLOCK_G, BLOCK_D], tl.float32)',
+         'acc = tl.zeros([BLOCK_G, BLOCK_D], out_ptr.dtype.element_ty)'),
+        ('acc = acc * alpha[:, None] + tl.sum(p[:, :, None] * v[None, :, :], axis=1)',
+         'acc = (acc * alpha[:, None] + tl.sum(p[:, :, None] * v[None, :, :], axis=1)).to(out_ptr.dtype.element_ty)'),
+    ], WA, 'keep m, l and acc in fp32'),
+    'p_rounded_to_the_input_dtype': Plant([
+        ('tl.sum(p[:, :, None] * v[None, :, :], axis=1)',
+         'tl.sum(p.to(q_ptr.dtype.element_ty).to(tl.float32)[:, :, None] * v[None, :, :], axis=1)'),
+    ], WA, 'fp32 operands'),
 }

@@ -2,6 +2,7 @@
 """Planted bugs of exercise 133: each a copy of solutions/133_*.py with one classic mistake, the verdict it
 must get and words the hint (or message) of its first failing case must contain (see plants/__init__.py)."""
 from plants import RE, WA, Plant  # noqa: F401
+from plants.ex131 import PLANTS as EX131
 
 PLANTS = {
     'top_left_causal': Plant([
@@ -30,4 +31,33 @@ PLANTS = {
         ('acc = acc * alpha[:, None] +',
          'acc = acc +'),
     ], WA, 'online softmax'),
+    'plain_pytorch': Plant([
+        ('    BLOCK_Q = 16\n',
+         '    for b in range(B):\n'
+         '        n, c0, c1 = int(seq_lens[b]), int(cu_seqlens_q[b]), int(cu_seqlens_q[b + 1])\n'
+         '        blocks = block_tables[b, : -(-n // S)].long()\n'
+         '        k = k_cache[blocks].flatten(0, 1)[:n].float().repeat_interleave(H // H_kv, 1)\n'
+         '        v = v_cache[blocks].flatten(0, 1)[:n].float().repeat_interleave(H // H_kv, 1)\n'
+         '        s = torch.einsum("thd,nhd->htn", q[c0:c1].float(), k) * scale\n'
+         '        pos = torch.arange(n - (c1 - c0), n)\n'
+         '        s = s.masked_fill(torch.arange(n)[None, None, :] > pos[None, :, None], float("-inf"))\n'
+         '        out[c0:c1] = torch.einsum("htn,nhd->thd", s.softmax(-1), v).to(out.dtype)\n'
+         '    return out\n'),
+    ], WA, 'no Triton kernel was launched'),
+    'table_rows_m_apart': EX131['table_rows_m_apart'],       # the launchers' arguments read the same
+    'scale_ignored': EX131['scale_ignored'],
+    'accumulates_in_the_input_dtype': Plant([
+        ('acc = tl.zeros([BLOCK_Q, BLOCK_D], tl.float32)',
+         'acc = tl.zeros([BLOCK_Q, BLOCK_D], out_ptr.dtype.element_ty)'),
+        ('acc = acc * alpha[:, None] + tl.dot(p, v, input_precision="ieee")',
+         'acc = (acc * alpha[:, None] + tl.dot(p, v, input_precision="ieee")).to(out_ptr.dtype.element_ty)'),
+    ], WA, 'keep m, l and acc in fp32'),
+    'p_v_in_the_input_dtype': Plant([
+        ('acc = acc * alpha[:, None] + tl.dot(p, v, input_precision="ieee")',
+         'acc = acc * alpha[:, None] + tl.dot(p.to(k_cache_ptr.dtype.element_ty), v.to(k_cache_ptr.dtype.element_ty))'),
+    ], WA, 'fp32 operands'),
+    'p_rounded_to_the_input_dtype': Plant([
+        ('tl.dot(p, v, input_precision="ieee")',
+         'tl.dot(p.to(q_ptr.dtype.element_ty).to(tl.float32), v, input_precision="ieee")'),
+    ], WA, 'fp32 operands'),
 }

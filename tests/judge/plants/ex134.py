@@ -48,4 +48,30 @@ PLANTS = {
         ('blocks = block_table[: -(-context_len // S)].long()',
          'blocks = torch.arange(-(-context_len // S))'),
     ], WA, 'the table gives the order'),
+    'multiplies_by_the_reciprocal': Plant([
+        ('q = (x[keep].float() / scale)',
+         'q = (x[keep].float() * (1 / scale))'),
+    ], WA, 'x * (1 / scale) is not x / scale'),
+    'scale_check_lets_nan_through': Plant([
+        ('        if not 0 < scale < float("inf"):\n            raise ValueError(f"{name}',
+         '        if scale <= 0 or scale == float("inf"):\n            raise ValueError(f"{name}'),
+    ], WA, 'NaN <= 0 is False'),
+    'scale_check_lets_inf_through': Plant([
+        ('        if not 0 < scale < float("inf"):\n            raise ValueError(f"{name}',
+         '        if not scale > 0:\n            raise ValueError(f"{name}'),
+    ], WA, 'an infinite scale must raise'),
+    'dequant_checks_only_zero': Plant([
+        ('    if not 0 < scale < float("inf"):\n        raise ValueError(f"scale:',
+         '    if scale == 0:\n        raise ValueError(f"scale:'),
+    ], WA, 'check it and raise ValueError first'),
+    'checks_each_scale_as_it_writes': Plant([
+        ('    for name, scale in (("k_scale", k_scale), ("v_scale", v_scale)):\n        if not 0 < scale < float("inf"):\n            raise ValueError(f"{name}: expected a finite scale > 0, got {scale}")\n',
+         ''),
+        ('        q = (x[keep].float() / scale)',
+         '        if not 0 < scale < float("inf"):\n            raise ValueError(f"expected a finite scale > 0, got {scale}")\n        q = (x[keep].float() / scale)'),
+    ], WA, 'nothing may be written'),
+    'divides_the_key_in_place': Plant([
+        ('q = (x[keep].float() / scale)',
+         'q = x.float().div_(scale)[keep]'),
+    ], WA, 'only the caches may be written'),
 }

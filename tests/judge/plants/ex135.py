@@ -61,4 +61,8 @@ PLANTS = {
         ('k, k.stride(0), k.stride(1), out',
          'k, D, 1, out'),
     ], WA, 'address k[j, d] at'),
+    'scale_in_pytorch': Plant([
+        ('    BLOCK_M, BLOCK_N = 16, 16\n',
+         '    out.copy_(x.float() * w.float())\n    return\n'),
+    ], WA, 'no Triton kernel was launched'),
 }
