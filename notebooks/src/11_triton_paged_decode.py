@@ -178,11 +178,11 @@ print("acc / l equals softmax(scores) @ values:", torch.allclose(acc / l, exact,
 #
 # With 32 query heads and 8 KV heads, query heads `4j .. 4j+3` all read KV head `j`. One program per query
 # head would load every K/V tile 4 times; one program per KV head loads it once and multiplies it by a `[4,
-# D]` block of queries. On a GPU `tl.dot` needs at least 16 rows (and 16 columns), so the kernel pads the
-# group to `BLOCK_G = max(16, next power of two >= G)` and masks the extra rows: wasted arithmetic, but
-# arithmetic is free here, bytes are not. **If you use `tl.dot` in exercise 131, pad the same way**: with
-# G = 4, `BLOCK_G = 4` runs in the interpreter but fails to compile on a GPU. For the shape the benchmark
-# uses (bf16, 64 sequences of 4,096 tokens, H = 32, H_kv = 8, D = 128):
+# D]` block of queries. Triton before 3.5 compiles a `tl.dot` for a GPU only with at least 16 rows and 16
+# columns (notebook 09), so the kernel pads the group to `BLOCK_G = max(16, next power of two >= G)` and masks
+# the extra rows: wasted arithmetic, but arithmetic is free here, bytes are not. **If you use `tl.dot` in
+# exercise 131, pad the same way**: with G = 4, `BLOCK_G = 4` runs in the interpreter but fails to compile on
+# a GPU. For the shape the benchmark uses (bf16, 64 sequences of 4,096 tokens, H = 32, H_kv = 8, D = 128):
 
 # %%
 B, L, H, H_kv, D = 64, 4096, 32, 8, 128
