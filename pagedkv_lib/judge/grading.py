@@ -116,15 +116,6 @@ class Result:
         return f"<Result {self.exercise_id} {self.label}: {self.verdict}, {self.passed}/{self.total} passed>"
 
 
-def mode_for(submission: Submission, forced: str | None = None) -> str:
-    """bwrap for a file where this machine can sandbox, else fork (always for a notebook's globals)."""
-    if submission.path is None or forced == FORK:
-        return FORK
-    if forced == BWRAP and bwrap_path() is None:
-        raise RuntimeError("the bwrap sandbox was asked for, but `bwrap` is missing or cannot sandbox here")
-    return BWRAP if bwrap_path() is not None else FORK
-
-
 def grade(exercise_id, submissions, *, seed: int = 0, device: str = "cpu", limits: Limits | None = None,
           jobs: int = 1, bench: bool = False, on_done=None, isolation: str | None = None) -> list[Result]:
     """Grade `submissions` (Submission objects, or paths) against exercise `exercise_id`'s hidden cases.
@@ -134,8 +125,11 @@ def grade(exercise_id, submissions, *, seed: int = 0, device: str = "cpu", limit
     if device not in exercise.devices:
         raise ValueError(f"device: exercise {exercise.id} has cases for {exercise.devices}, got {device!r}")
     limits = limits or Limits.for_exercise(exercise)
-    runs = [Result(exercise.id, exercise.title, s, seed, device, mode_for(s, isolation)) for s in
-            (s if isinstance(s, Submission) else Submission(str(s), os.path.abspath(s)) for s in submissions)]
+    if isolation == BWRAP and bwrap_path() is None:
+        raise RuntimeError("the bwrap sandbox was asked for, but `bwrap` is missing or cannot sandbox here")
+    subs = [s if isinstance(s, Submission) else Submission(str(s), os.path.abspath(s)) for s in submissions]
+    sandbox = BWRAP if isolation != FORK and bwrap_path() is not None else FORK     # a notebook's code: fork
+    runs = [Result(exercise.id, exercise.title, s, seed, device, sandbox if s.path else FORK) for s in subs]
     if exercise.triton and "triton" not in sys.modules:   # a fork inherits Triton's mode, chosen at import
         os.environ["TRITON_INTERPRET"] = "1" if device == "cpu" else "0"
     queue, active, stopped = deque((run, 0) for run in runs), [], False

@@ -59,10 +59,6 @@ class Exercise:
     def reference_targets(self) -> tuple:
         return self.reference or tuple(self.oracle.values())
 
-    def notebook_path(self) -> Path | None:
-        found = sorted((ROOT / "notebooks").glob(f"{self.notebook[:2]}_*.ipynb"))
-        return found[0] if found else None
-
 
 def resolve(target: str):
     """"pagedkv_lib.studies.memory:kv_bytes_per_token" -> the object."""

@@ -80,9 +80,7 @@ def _write(data: dict) -> bool:
 
 
 def describe(exercise_id: int) -> str:
-    found = entry(exercise_id)
-    if found is None:
-        return "not graded yet"
-    if found["verdict"] == UNKNOWN:
-        return "unknown (the status entry does not validate)"
-    return f"{found['verdict']} ({found['passed']}/{found['total']})"
+    found = entry(exercise_id) or {"verdict": "not graded yet"}
+    counts = f" ({found['passed']}/{found['total']})" if "passed" in found else ""
+    unknown = " (the status entry does not validate)" if found["verdict"] == UNKNOWN else ""
+    return found["verdict"] + (unknown or counts)

@@ -14,7 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
-import time
+from datetime import datetime
 from pathlib import Path
 
 from .registry import EXERCISES, ROOT
@@ -58,7 +58,6 @@ def _enclosing(lines: list, at: int, indent: int) -> str:
 
 
 def stub_of(exercise) -> str:
-    """The stub the exercise's solution (as it is on disk) generates."""
     return make_stub(exercise.solution_path.read_text(), exercise.id)
 
 
@@ -96,12 +95,8 @@ def write_stub(exercise, force: bool = False) -> str:
 
 
 def backup(path: Path) -> Path:
-    """Copy `path` to `<name>.bak-<YYYYmmdd-HHMMSS>` beside it (never over an older backup)."""
-    stamp, n = time.strftime("%Y%m%d-%H%M%S"), 1
-    target = path.with_name(f"{path.name}.bak-{stamp}")
-    while target.exists():
-        n += 1
-        target = path.with_name(f"{path.name}.bak-{stamp}-{n}")
+    """Copy `path` to `<name>.bak-<YYYYmmdd-HHMMSS-microseconds>` beside it (never over an older backup)."""
+    target = path.with_name(f"{path.name}.bak-{datetime.now():%Y%m%d-%H%M%S-%f}")
     shutil.copy2(path, target)
     return target
 
