@@ -65,14 +65,12 @@ print(describe_environment())
 # | 00 | Start here | this page | |
 # | 01 | Why paging | the three wastes of a reservation, KV bytes per token, the paper's numbers | 121 |
 # | 02 | Block pool and block tables | a free queue, reference counts, block-size trade-offs | |
-# | 03 | Slot mapping and `store_kvcache` | where each token's K/V goes; prefill, then decode | 122, 123, 124
-# |
+# | 03 | Slot mapping and `store_kvcache` | where each token's K/V goes; prefill, decode | 122, 123, 124 |
 # | 04 | Paged decode attention | gather through the block table, GQA, softmax; check against SDPA | 125 |
 # | 05 | Varlen attention and `cu_seqlens` | decode, prefill and chunked prefill in one batch | 126 |
 # | 06 | From scheduler to kernel inputs | `prepare_prefill`, `prepare_decode`, a decode-slot bug | 128 |
 # | 07 | Prefix caching | chained block hashes, hits, the bugs real engines shipped | 129 |
-# | 08 | Fork and copy-on-write | parallel sampling shares blocks; copy before writing (with 02's pool) | 127
-# |
+# | 08 | Fork and copy-on-write | parallel sampling shares blocks; copy before writing (02's pool) | 127 |
 # | 09 | Triton primer | programs, offsets, masks, reductions, `tl.dot`, strides, the interpreter | 135 |
 # | 10 | Triton: `store_kvcache` | your first kernel of the cache, one program per token | 130 |
 # | 11 | Triton: paged decode attention | flash-decoding, split-KV by actual lengths, a GPU roofline | 131 |

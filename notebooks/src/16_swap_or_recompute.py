@@ -49,7 +49,8 @@ print(describe_environment())
 #
 # <details><summary>Answer</summary>
 #
-# 1. 2 x 4096 x 512 KiB = 4 GiB, about 78 ms (2 GiB each way at 55 GB/s).
+# 1. 2 x 4096 x 512 KiB = 4 GiB: 2 GiB out and 2 GiB back, each 2^31 bytes / 55e9 bytes per second, so
+#    several tens of milliseconds in all (section 2 measures the link).
 # 2. A prefill's matrix work is linear in the tokens, but causal attention is quadratic: token i attends to
 #    i earlier tokens. Long enough, recompute always loses.
 # 3. A copy costs a fixed overhead of a couple of microseconds before any byte moves (measured below). A
