@@ -137,8 +137,13 @@ print(f"each K/V tile is loaded once for these {BLOCK_M} rows, not once per quer
 fig, ax = plt.subplots(figsize=(7, 2.8), dpi=80)
 prefill_tiles.plot_tile_grid(160, 96, 32, 32, ax=ax)
 plt.show()
+from pagedkv_lib.kernels.triton_prefill_attention import BF16_PREFILL_TILES
+
+block_m, block_n, warps, stages = BF16_PREFILL_TILES  # the library's default tiles on the H200
+print(f"default tiles: {block_m} x {block_n} ({block_m // 4} queries x 4 heads by {block_n} keys), "
+      f"{warps} warps, {stages} stages")
 for name, n, t in (("cold 8 x 2048", 2048, 2048), ("chunked 2048 + 512", 2560, 512)):
-    kinds = prefill_tiles.tile_kinds(n, t, 128 // 4, 128)  # the library's tiles on the H200: 128 x 128
+    kinds = prefill_tiles.tile_kinds(n, t, block_m // 4, block_n)
     loaded = int((kinds != prefill_tiles.SKIPPED).sum())
     print(f"{name}: {loaded} of {kinds.size} (query, key) tiles loaded per KV head and sequence, "
           f"{int((kinds == prefill_tiles.DIAGONAL).sum())} of them masked")
@@ -271,7 +276,7 @@ print(bench_findings.target_verdicts("bench_prefill.txt") or "none stored")
 # %% [markdown]
 # Compute-bound, as the roofline says: the kernel runs well below the dense matmul's rate (the end of each
 # bullet), with the online softmax's exponentials and the masked diagonal tiles taking the rest. The tile
-# sweep of the first run chose the default tile (128 x 128, the best worst case over both shapes);
+# sweep of 2026-12-01 chose the default tiles printed above (the best worst case over the measured shapes);
 # `benchmarks/NOTES.md` has every figure.
 #
 # With a CUDA GPU the next cell runs the benchmark (about a minute) and shows the same table for this GPU;
