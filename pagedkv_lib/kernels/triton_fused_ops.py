@@ -97,6 +97,7 @@ def _qk_norm_rope_kernel(
     x2 = tl.load(first + HALF, mask=mask, other=0.0).to(tl.float32)   # second halves
     inv_rms = 1.0 / tl.sqrt((tl.sum(x1 * x1, axis=1) + tl.sum(x2 * x2, axis=1)) / HEAD_DIM + eps)  # [BLOCK_H]
     is_q = (offs_h < NUM_HEADS)[:, None]                              # [BLOCK_H, 1]
+    is_k = (offs_h >= NUM_HEADS)[:, None]                             # [BLOCK_H, 1] (no ~: triton 3.0)
     wq1 = tl.load(q_weight_ptr + offs_i, mask=i_mask, other=0.0).to(tl.float32)   # [BLOCK_HALF]
     wq2 = tl.load(q_weight_ptr + HALF + offs_i, mask=i_mask, other=0.0).to(tl.float32)
     wk1 = tl.load(k_weight_ptr + offs_i, mask=i_mask, other=0.0).to(tl.float32)
@@ -113,7 +114,7 @@ def _qk_norm_rope_kernel(
     q_rows = (t * NUM_HEADS + offs_h) * HEAD_DIM                      # [BLOCK_H] rows of q_out
     k_rows = (t * NUM_KV_HEADS + offs_h - NUM_HEADS) * HEAD_DIM       # [BLOCK_H] rows of k_out
     q_mask = mask & is_q
-    k_mask = mask & ~is_q
+    k_mask = mask & is_k
     tl.store(q_out_ptr + q_rows[:, None] + offs_i[None, :], o1, mask=q_mask)           # write H*D
     tl.store(q_out_ptr + q_rows[:, None] + HALF + offs_i[None, :], o2, mask=q_mask)
     tl.store(k_out_ptr + k_rows[:, None] + offs_i[None, :], o1, mask=k_mask)           # write H_kv*D
