@@ -190,9 +190,10 @@ show_lanes[(3,)](10, BLOCK=4)
 # Two things differ between the interpreter and a GPU, and every kernel of the course is written so that
 # both give the same answer:
 #
-# - **bf16 arithmetic**: the interpreter keeps bf16 values as their 16 raw bits, and its arithmetic on them
-#   (`+`, `*`, `tl.dot`) is wrong. Convert first, `x.to(tl.float32)`, and compute in fp32. It also rounds
-#   fp32 to bf16 toward zero where a GPU rounds to nearest, so bf16 results agree to one bf16 step.
+# - **bf16 arithmetic**: recent interpreters (triton 3.9 among them; 3.0's was right) keep bf16 values as
+#   their 16 raw bits, and their arithmetic on them (`+`, `*`, `tl.dot`) is wrong. Convert first,
+#   `x.to(tl.float32)`, and compute in fp32. They also round fp32 to bf16 toward zero where a GPU rounds to
+#   nearest, so bf16 results agree to one bf16 step.
 # - **`tl.dot` sizes**: the interpreter (since triton 3.3) accepts a dot of any shape; a GPU does not
 #   (section 7).
 
@@ -209,10 +210,15 @@ def times_two(x_ptr, out_ptr, IN_FP32: tl.constexpr):
     tl.store(out_ptr + offs, x * 2.0)
 
 
-for in_fp32 in (False, True):
-    out = torch.zeros(4, dtype=torch.bfloat16, device=dev)
-    times_two[(1,)](x16, out, IN_FP32=in_fp32)
-    print(f"bf16 x * 2, computed in {'fp32' if in_fp32 else 'bf16'}: {out.tolist()}")
+out = torch.zeros(4, dtype=torch.bfloat16, device=dev)
+times_two[(1,)](x16, out, IN_FP32=True)
+print(f"bf16 x * 2, computed in fp32: {out.tolist()}")
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+# (what bf16 arithmetic gives depends on the installed Triton, and on the device)
+times_two[(1,)](x16, out, IN_FP32=False)
+print(f"bf16 x * 2, computed in bf16 by triton {triton.__version__} on {dev}: {out.tolist()}")
 
 # %% [markdown]
 # (On a GPU both lines are right. In the interpreter the first is not.)
@@ -368,8 +374,9 @@ for block_m in (16, 4):
         with primer.gpu_dot_rule():
             group_scores[(1,)](q, k, out, 4, 20, D=32, BLOCK_M=block_m, BLOCK_N=32)
         print(f"BLOCK_M = {block_m:2d}: out matches q @ k.T: {torch.allclose(out, q @ k.T, atol=1e-5)}")
-    except Exception as exc:  # the interpreter names the rule it broke
-        print(f"BLOCK_M = {block_m:2d}: refused: {str(exc).split('(', 1)[-1].strip(chr(34) + chr(39) + ')')}")
+    except Exception as exc:  # each Triton words the rule its own way: say which rule it broke
+        broke = "a dimension of the dot under 16" if "16" in str(exc) else str(exc)
+        print(f"BLOCK_M = {block_m:2d}: refused by Triton: {broke}")
 
 # %% [markdown]
 # ## 8. The puzzles of exercise 135
