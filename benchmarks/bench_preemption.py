@@ -26,7 +26,7 @@ import subprocess
 from pathlib import Path
 
 import torch
-from gpu_harness import CUDA, Budget, attempt, kernel_names, log, sdpa_backend, write_json
+from gpu_harness import CUDA, Budget, attempt, event_ms, kernel_names, log, sdpa_backend, write_json
 
 from pagedkv_lib.studies.swap_or_recompute import PREFILL_SHAPES, PrefillShape
 
@@ -38,19 +38,11 @@ MAX_COPIES = 4096
 PREFILL_TOKENS = [512, 2048, 8192, 32768]
 
 
-def event_ms(fn, reps: int = 7) -> float:
-    """Median milliseconds of fn() between two CUDA events, after one warm-up call."""
+def median_ms(fn, reps: int = 7) -> float:
+    """Median milliseconds of fn() between two CUDA events (gpu_harness.event_ms), after one warm-up call."""
     fn()
     torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
+    return statistics.median(event_ms(fn, reps))
 
 
 def pcie_link() -> str:
@@ -68,7 +60,7 @@ def contiguous(nbytes: int, pinned: bool = True) -> dict:
     host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=pinned)                # [nbytes]
     row = {"bytes": nbytes, "pinned": pinned}
     for direction, dst, src in (("d2h", host, dev), ("h2d", dev, host)):
-        ms = event_ms(lambda dst=dst, src=src: dst.copy_(src, non_blocking=pinned))
+        ms = median_ms(lambda dst=dst, src=src: dst.copy_(src, non_blocking=pinned))
         row[direction] = nbytes / (ms * 1e-3) / 1e9
     return row
 
@@ -90,7 +82,7 @@ def duplex(nbytes: int) -> dict:
         here.wait_stream(out_stream)
         here.wait_stream(in_stream)
 
-    ms = event_ms(both)
+    ms = median_ms(both)
     return {"bytes_each_way": nbytes, "total_gbs": 2 * nbytes / (ms * 1e-3) / 1e9}
 
 
@@ -116,9 +108,9 @@ def per_block(chunk: int, graph: bool) -> dict:
             torch.cuda.synchronize()
             with torch.cuda.graph(g):
                 copies()
-            ms = event_ms(g.replay)
+            ms = median_ms(g.replay)
         else:
-            ms = event_ms(copies, reps=5)
+            ms = median_ms(copies, reps=5)
         row[direction] = n * chunk / (ms * 1e-3) / 1e9
         row[f"{direction}_us_per_copy"] = 1e3 * ms / n
     return row
@@ -165,7 +157,7 @@ class DenseModel:
 def prefill_row(model: DenseModel, n: int) -> dict:
     shape = model.shape
     x = torch.randn(n, shape.hidden_size, device="cuda", dtype=torch.bfloat16)              # [T, E]
-    ms = event_ms(lambda: model.prefill(x), reps=3)
+    ms = median_ms(lambda: model.prefill(x), reps=3)
     matrix, attention = shape.prefill_flops(n)
     log(f"{shape.name} prefill of {n} tokens: {ms:.2f} ms")
     return {"model": shape.name, "tokens": n, "ms": ms, "matrix_flops": matrix, "attention_flops": attention,
