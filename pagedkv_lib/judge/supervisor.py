@@ -74,7 +74,9 @@ class Supervisor:
         if fd == self.out_fd:
             run.output_total += len(data)
             run.printed += data[: max(0, lim.output_keep_bytes - len(run.printed))]
-            if run.output_total > lim.output_limit_bytes:
+            if run.output_total > lim.output_limit_bytes and self.outcome is None:
+                while self.read(self.res_fd):         # what it reported before the flood comes first
+                    pass
                 self.stop(Outcome(RUNTIME_ERROR, f"output limit: more than {lim.output_limit_bytes} bytes "
                                   "printed to stdout/stderr", "remove the prints (or print much less)"))
         elif data and self.outcome is None:
