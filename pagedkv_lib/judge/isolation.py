@@ -57,9 +57,9 @@ def bwrap_argv(scratch: str, device: str) -> list[str]:
 
 
 def set_limits(memory_mb: int | None, cpu_s: int) -> None:
-    """In the child, before the submission is imported: no core files, at most `cpu_s` CPU seconds (then
-    SIGXCPU), OPEN_FILES descriptors, and `memory_mb` of address space above what the child holds now (torch
-    and the cases are imported; CUDA reserves far more address space than it uses, so None lifts the cap)."""
+    """No core files, at most `cpu_s` CPU seconds (then SIGXCPU), OPEN_FILES descriptors (a sandboxed child
+    gets these before exec), and `memory_mb` of address space above what the child holds now, set in the
+    child once torch and the cases are imported (CUDA reserves far more address space than it uses: None)."""
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 5))
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)

@@ -8,6 +8,7 @@ memory limit; its CPU seconds ran out, a time limit; any other signal or early e
 """
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import signal
@@ -229,7 +230,8 @@ def _exec_in_sandbox(job: Job, res_w: int, out_w: int) -> subprocess.Popen:
     argv = [*isolation.bwrap_argv(job.scratch, job.device), sys.executable, "-m", "pagedkv_lib.judge.child",
             job.to_json(), str(res_w)]
     return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w, pass_fds=(res_w,),
-                            env=env, start_new_session=True)
+                            env=env, start_new_session=True,          # CPU, files, cores: before exec
+                            preexec_fn=functools.partial(isolation.set_limits, None, job.cpu_s))
 
 
 def _fork(job: Job, cases, namespace, parent_ends, res_w: int, out_w: int) -> int:
