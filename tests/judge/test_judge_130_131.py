@@ -20,6 +20,7 @@ from pagedkv_lib.judge.registry import get
 CASES = {130: ex130, 131: ex131}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("exercise_id", [130, 131])
 def test_13x_cpu_cases_run_in_the_interpreter_whatever_the_environment_says_and_bench_needs_a_gpu(
         exercise_id, monkeypatch):

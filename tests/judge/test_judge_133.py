@@ -13,6 +13,7 @@ from pagedkv_lib.judge.grading import grade
 from pagedkv_lib.judge.registry import get
 
 
+@pytest.mark.slow
 def test_133_cpu_cases_run_in_the_interpreter_and_bench_needs_a_gpu(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "0")
     (result,) = grade(133, [get(133).solution_path], seed=1, bench=True)
@@ -21,6 +22,7 @@ def test_133_cpu_cases_run_in_the_interpreter_and_bench_needs_a_gpu(monkeypatch)
     assert "--device cuda --bench" in result.bench["skipped"]
 
 
+@pytest.mark.slow
 def test_133_cuda_case_set_holds_together_on_the_cpu_oracle():
     """The GPU's cases (built on the CPU, run natively by the child) are consistent: the oracle passes its
     own check, guards sit around the caches and around out, and there are long contexts and decode rows."""
@@ -49,6 +51,7 @@ def test_133_check_names_a_write_outside_out_and_a_new_tensor_returned():
     assert "did not return out" in ex133.check(case, expected, fresh_tensor).message
 
 
+@pytest.mark.slow
 def test_133_bench_checks_accept_the_library_kernel_and_reject_wrong_results(monkeypatch):
     """The --bench correctness check on small inputs, without the oracle (the child poisons it), and the
     FLOP count."""

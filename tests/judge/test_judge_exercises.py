@@ -25,6 +25,7 @@ def test_12x_every_solution_passes_other_random_cases(seed):
         assert result.ok, (exercise_id, seed, result.first_failure)
 
 
+@pytest.mark.slow
 def test_12x_every_solution_passes_in_the_sandbox_the_cli_uses(tmp_path):
     """The planted bugs run in forked children (fast); the same answers come back from the sandbox."""
     if isolation.bwrap_path() is None:

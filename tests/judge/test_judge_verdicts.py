@@ -36,6 +36,7 @@ RUNS = [(ex, "fork") for ex in sorted({ex for ex, _, _ in ADVERSARIAL.values()})
 RUNS += [(ex, "bwrap") for ex in sorted({ADVERSARIAL[n][0] for n in IN_THE_SANDBOX})]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("exercise_id, isolation", RUNS)
 def test_judge_every_hostile_submission_gets_a_clear_verdict_in_time(exercise_id, isolation, tmp_path, capfd):
     from pagedkv_lib.judge import isolation as iso
@@ -88,6 +89,7 @@ def test_judge_restarts_after_a_crash_and_skips_only_when_out_of_restarts(tmp_pa
     assert "exit code 3" in crashed[0].outcome.message
 
 
+@pytest.mark.slow
 def test_a_print_before_a_hang_reaches_the_report_in_the_sandbox(tmp_path, monkeypatch):
     """The sandboxed child's stdout is a pipe: block-buffered, a learner's print before an infinite loop would
     die in the buffer. It is line-buffered, like the forked child's."""
