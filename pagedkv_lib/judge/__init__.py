@@ -13,7 +13,7 @@ How a grading run goes, module by module (cli.py -> grading.grade):
 - isolation.py     where the child runs (bwrap for a file where it works, else a fork in its own process
                    group: not a sandbox) and its resource limits
 - protocol.py      the Job a child gets and the JSON lines it answers with
-- child.py         the child: limits, guard (guards.py), the submission (submission.py), the cases
+- child.py         the child: limits, guard (guards.py), loading the submission, the cases
 - cases/exNNN.py   build(seed, device) -> cases (inputs only); run(ns, case) -> observation; check(...)
 - outcome.py       verdicts and the one error record, `Outcome`; report.py prints text, JSON or CSV;
                    status.py keeps the learner's verdicts; notebook.py grades a notebook's code

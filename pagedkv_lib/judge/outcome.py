@@ -22,6 +22,7 @@ VERDICTS = (PASSED, WRONG_ANSWER, RUNTIME_ERROR, TIME_LIMIT, MEMORY_LIMIT, NOT_I
             SKIPPED)
 CODES = {PASSED: "ok", WRONG_ANSWER: "WA", RUNTIME_ERROR: "RE", TIME_LIMIT: "TLE", MEMORY_LIMIT: "MLE",
          NOT_IMPLEMENTED: "NI", TAMPERING: "TAMP", SKIPPED: "--"}
+MEMORY_HINT = "the judge caps the memory a submission may allocate"
 _OOM_WORDS = ("can't allocate memory", "out of memory", "cannot allocate memory")
 _DOT16 = ("Triton before 3.5 compiles a tl.dot for a GPU only when each of its dimensions is at least 16 "
           "(from 3.5 the inner one; triton < 3.3's interpreter checks it too): pad the tile (e.g. BLOCK_G = "
@@ -73,7 +74,7 @@ class Outcome:
         if isinstance(exc, NotImplementedError):
             verdict, hint = NOT_IMPLEMENTED, "replace the `raise NotImplementedError` with your code"
         elif isinstance(exc, MemoryError) or any(w in said.lower() for w in _OOM_WORDS):
-            verdict, hint = MEMORY_LIMIT, "the judge caps the memory a submission may allocate"
+            verdict, hint = MEMORY_LIMIT, MEMORY_HINT
         elif isinstance(exc, SystemExit):
             verdict, hint = RUNTIME_ERROR, "do not call sys.exit() or exit() in a submission"
             text = f"called sys.exit({exc.code!r})"

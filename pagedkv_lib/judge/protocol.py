@@ -80,7 +80,7 @@ _TYPES = {"cases": int, "index": int, "time_s": (int, float), "figures": (dict, 
 
 def encode(message) -> bytes:
     body = {f.name: getattr(message, f.name) for f in fields(message)}
-    body = {k: (asdict(v) if isinstance(v, Outcome) else to_plain(v)) for k, v in body.items()}
+    body = {k: (v.to_dict() if isinstance(v, Outcome) else to_plain(v)) for k, v in body.items()}
     return json.dumps({"type": _NAMES[type(message)], **body}).encode() + b"\n"
 
 

@@ -12,7 +12,6 @@ from pathlib import Path
 from .cases.exercises import CARDS
 
 ROOT = Path(__file__).resolve().parents[2]          # the repository: practice/, solutions/, notebooks/
-LIBRARY_DIR = ROOT / "pagedkv_lib"
 PRACTICE_DIR = ROOT / "practice"
 SOLUTIONS_DIR = ROOT / "solutions"
 

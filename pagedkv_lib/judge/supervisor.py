@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from . import isolation
-from .outcome import MEMORY_LIMIT, RUNTIME_ERROR, SKIPPED, TIME_LIMIT, Outcome
+from .outcome import MEMORY_HINT, MEMORY_LIMIT, RUNTIME_ERROR, SKIPPED, TIME_LIMIT, Outcome
 from .protocol import CaseDone, Done, Job, LineReader, Loaded, ProtocolError, Ready, Refused
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])     # on an exec'd child's sys.path
@@ -190,8 +190,7 @@ class Supervisor:
         if self.run.mode == isolation.BWRAP and code is not None and code > 128:    # bwrap passes a signal on
             sig, code = code - 128, None
         if sig == signal.SIGKILL:
-            return Outcome(MEMORY_LIMIT, "killed by the system (out of memory?)",
-                           "the judge caps the memory a submission may allocate")
+            return Outcome(MEMORY_LIMIT, "killed by the system (out of memory?)", MEMORY_HINT)
         if sig == signal.SIGXCPU:
             return Outcome(TIME_LIMIT, "over the CPU time limit", TOO_MUCH)
         if sig is not None:

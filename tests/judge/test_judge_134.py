@@ -1,4 +1,4 @@
-"""Exercise 134 (FP8 KV cache) beyond its planted bugs (judge_plants/bugs.py): the solution passes at other
+"""Exercise 134 (FP8 KV cache) beyond its planted bugs (plants/ex134.py): the solution passes at other
 seeds, the cases cover every clause of the contract, and the checks name mistakes no plant can make on this
 torch (a cast that turns overflow into NaN, as torch before 2.12 did; a write before the error)."""
 from __future__ import annotations

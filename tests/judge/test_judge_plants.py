@@ -1,4 +1,4 @@
-"""Every exercise's judge against its planted bugs (judge_plants/bugs.py): the reference solution passes, the
+"""Every exercise's judge against its planted bugs (plants/exNNN.py): the reference solution passes, the
 generated stub is "not implemented" on every case, and each planted bug is rejected by a FIXED case with its
 verdict and a hint that names its cause, and names no other plant's cause, at every seed.
 
