@@ -254,11 +254,7 @@ def main() -> None:
     for mode in result["modes"].values():                              # the tokens themselves are not kept
         for entry in mode["batches"].values():
             entry.pop("tokens", None)
-    result["seconds"] = budget.used()
-    gh.write_json(out / "bench_engine.json", result)
-    text = table(result)
-    (out / "bench_engine.txt").write_text(text + "\n")
-    print(text, flush=True)
+    gh.finish(result, budget, out, "bench_engine", table)
 
 
 if __name__ == "__main__":

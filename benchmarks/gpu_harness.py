@@ -200,6 +200,12 @@ def run_shapes(result: dict, names, budget: Budget, bench_shape, out: Path, stem
         result["shapes"].append(row or entry)
         write_json(out / f"{stem}.json", result)
         log(f"{name} done at {budget.used():.0f} s")
+    finish(result, budget, out, stem, table)
+
+
+def finish(result: dict, budget: Budget, out: Path, stem: str, table) -> None:
+    """The end of a benchmark: its seconds into `result`, OUT/<stem>.json, and OUT/<stem>.txt, the table
+    (also printed)."""
     result["seconds"] = budget.used()
     write_json(out / f"{stem}.json", result)
     text = table(result)

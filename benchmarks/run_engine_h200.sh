@@ -30,9 +30,9 @@ cat "$RUN/env.txt"
 
 ENGINE_TESTS=(tests/engine/test_engine_no_sync.py tests/engine/test_engine_decode_graphs.py tests/engine/test_engine_equivalence.py
               tests/engine/test_engine_fp8.py tests/kernels/test_kernels_fused_ops.py)
+step gpu_tests 150 "${PYTEST[@]}" "${ENGINE_TESTS[@]}" tests/kernels/test_kernels_decode_attention.py \
+    tests/kernels/test_kernels_prefill_attention.py tests/kernels/test_kernels_store_kvcache.py tests/kernels/test_kv_quant_triton.py
 if [ "$PLAN" = tune ]; then
-    step gpu_tests 150 "${PYTEST[@]}" "${ENGINE_TESTS[@]}" tests/kernels/test_kernels_decode_attention.py \
-        tests/kernels/test_kernels_prefill_attention.py tests/kernels/test_kernels_store_kvcache.py tests/kernels/test_kv_quant_triton.py
     step bench_engine 150 "$PY" benchmarks/bench_engine_gpu.py --out "$RUN" --budget-s 125
     step bench_engine_hf 105 "$PY" benchmarks/bench_engine_hf.py --out "$RUN" --budget-s 85 --compiled-batches 64
     step sweep 90 "$PY" benchmarks/sweep_kernels.py --out "$RUN" --budget-s 75 \
@@ -44,8 +44,6 @@ if [ "$PLAN" = tune ]; then
         --shapes 1x4096,8x4096,64x4096
 else
     TUNED=benchmarks/results/sweep_engine.json
-    step gpu_tests 150 "${PYTEST[@]}" "${ENGINE_TESTS[@]}" tests/kernels/test_kernels_decode_attention.py \
-        tests/kernels/test_kernels_prefill_attention.py tests/kernels/test_kernels_store_kvcache.py tests/kernels/test_kv_quant_triton.py
     step bench_engine_hf 225 "$PY" benchmarks/bench_engine_hf.py --out "$RUN" --budget-s 205 \
         --compiled-batches 64,256,8,1
     step bench_engine 110 "$PY" benchmarks/bench_engine_gpu.py --out "$RUN" --hf "$RUN/engine_hf.json" --budget-s 90

@@ -353,11 +353,7 @@ def main() -> None:
             result.setdefault("section_errors", {})[name] = entry
         result["best"] = best_configs(result["rows"])
         gh.write_json(out / "sweep.json", result)
-    result["seconds"] = total.used()
-    gh.write_json(out / "sweep.json", result)
-    text = table(result)
-    (out / "sweep.txt").write_text(text + "\n")
-    print(text, flush=True)
+    gh.finish(result, total, out, "sweep", table)
 
 
 if __name__ == "__main__":
