@@ -5,7 +5,8 @@ while it holds a stub we shipped (the committed one, or what its solution makes 
 work is kept unless `--force` is given, and then first copied to `<file>.bak-<time>` beside it.
 
     python -m pagedkv_lib.judge.stubs [ID ...] [--force]    write practice/ from solutions/
-    python -m pagedkv_lib.judge.stubs --check               exit 1 if a COMMITTED stub is out of date
+
+That the committed stubs are up to date is a test (tests/judge/test_judge_exercises.py).
 """
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ import argparse
 import re
 import shutil
 import subprocess
-import sys
 from datetime import datetime
 from pathlib import Path
 
@@ -89,48 +89,23 @@ def write_stub(exercise, force: bool = False) -> str:
     learners = old is not None and old not in shipped_stubs(exercise)
     if learners and not force:
         return f"kept {target}: it holds your work (use --force to replace it; a backup is made first)"
-    saved = backup(target) if learners else None
+    saved = target.with_name(f"{target.name}.bak-{datetime.now():%Y%m%d-%H%M%S-%f}") if learners else None
+    if saved:                                             # microseconds: never over an older backup
+        shutil.copy2(target, saved)
     target.write_text(stub)
     return f"replaced {target} with its stub; your version is in {saved}" if saved else f"wrote {target}"
 
 
-def backup(path: Path) -> Path:
-    """Copy `path` to `<name>.bak-<YYYYmmdd-HHMMSS-microseconds>` beside it (never over an older backup)."""
-    target = path.with_name(f"{path.name}.bak-{datetime.now():%Y%m%d-%H%M%S-%f}")
-    shutil.copy2(path, target)
-    return target
-
-
-def drifted() -> list[str] | None:
-    """The COMMITTED practice stubs that differ from what their solutions generate, or None outside a git
-    checkout. The working tree's practice/ is the learner's and is not looked at."""
-    found = []
-    for ex in EXERCISES.values():
-        head = committed(ex.practice_path)
-        if head is None and committed(ex.solution_path) is None:
-            return None                                      # no git here: nothing to compare with
-        if head != stub_of(ex):
-            found.append(ex.filename)
-    return found
-
-
-def main(argv=None) -> int:
+def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m pagedkv_lib.judge.stubs",
                                      description=__doc__.split("\n")[0])
     parser.add_argument("ids", nargs="*", type=int, help="exercise ids (default: all)")
-    parser.add_argument("--check", action="store_true", help="exit 1 if a committed stub is out of date")
     parser.add_argument("--force", action="store_true", help="also replace your work (backed up first)")
     args = parser.parse_args(argv)
-    if args.check:
-        bad = drifted()
-        for name in bad or ():
-            print(f"practice/{name} (committed) differs from what solutions/{name} makes", file=sys.stderr)
-        return 1 if bad else 0
     for ex in EXERCISES.values():
         if not args.ids or ex.id in args.ids:
             print(write_stub(ex, args.force))
-    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
