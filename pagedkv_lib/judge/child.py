@@ -6,7 +6,6 @@ never sees an expected result: the parent computes those.
 """
 from __future__ import annotations
 
-import importlib.abc
 import importlib.util
 import inspect
 import io
@@ -16,6 +15,7 @@ import sys
 import tempfile
 import time
 import traceback
+from dataclasses import replace
 
 from . import guards, isolation, registry
 from .outcome import NOT_IMPLEMENTED, RUNTIME_ERROR, ForbiddenCall, Outcome
@@ -28,11 +28,10 @@ def serve(job: Job, channel: Channel, cases=None, namespace=None) -> None:
     import torch
 
     torch.set_num_threads(1)
-    tmp = os.path.join(job.scratch, "tmp")
-    os.makedirs(tmp, exist_ok=True)
-    os.chdir(job.scratch)
-    os.environ.update(TMPDIR=tmp, HOME=job.scratch, TRITON_CACHE_DIR=os.path.join(job.scratch, "triton"))
-    tempfile.tempdir = tmp
+    os.chdir(job.scratch)                             # its working, temporary and home directory
+    os.environ.update(TMPDIR=job.scratch, HOME=job.scratch,
+                      TRITON_CACHE_DIR=os.path.join(job.scratch, "triton"))
+    tempfile.tempdir = job.scratch
     sys.dont_write_bytecode = True                    # importing the submission writes nothing
     module = exercise.cases()                         # torch, triton, the case data: before the guard
     cases = module.build(job.seed, job.device) if cases is None else cases
@@ -44,7 +43,7 @@ def serve(job: Job, channel: Channel, cases=None, namespace=None) -> None:
     try:
         ns, files = load(job.path, namespace, exercise, originals)
     except LoadError as err:
-        channel.send(Loaded(err.outcome))
+        channel.send(Loaded(err.args[0]))
         return
     channel.send(Loaded())
     for i in range(job.start, len(cases)):
@@ -118,27 +117,16 @@ def _own_descriptors(res_fd: int, out_fd: int) -> None:
 
 # ----------------------------------------------------------------------------------------------------------
 # the submission, loaded with the library's answers closed first: every library object the exercise grades or
-# forbids is replaced, wherever pagedkv_lib holds it, by one that refuses to work, `import solutions` is
-# blocked, and the guard keeps their files unread. A notebook's globals were made before: a graded name there
-# may not be a library object, nor a class built on one.
+# forbids is replaced, wherever pagedkv_lib holds it, by one that refuses to work, an imported `solutions`
+# module is forgotten, and the guard keeps their files unread. A notebook's globals were made before: a graded
+# name there may not be a library object, nor a class built on one.
 
 class LoadError(Exception):
-    """The submission cannot be graded at all; `outcome` says why."""
-
-    def __init__(self, verdict: str, message: str, hint: str = "", details=()):
-        super().__init__(message)
-        self.outcome = Outcome(verdict, message, hint, list(details))
-
-
-class _NoSolutions(importlib.abc.MetaPathFinder):
-    def find_spec(self, fullname, path=None, target=None):
-        if fullname == "solutions" or fullname.startswith("solutions."):
-            raise ImportError("the reference solutions cannot be imported while grading")
-        return None
+    """The submission cannot be graded at all; its one argument, an Outcome, says why."""
 
 
 def close_library(exercise, graded_file: str | None = None):
-    """Poison the library objects the exercise grades or forbids and block `import solutions`. Returns what
+    """Poison the library objects the exercise grades or forbids, forget `solutions`. Returns what
     the guard keeps closed, (files, directories, allowed files): the source and cached bytecode of the
     modules that hold those objects, and solutions/ except `graded_file`; and the objects themselves."""
     hidden, originals = set(), []
@@ -158,7 +146,6 @@ def close_library(exercise, graded_file: str | None = None):
         hidden.add(source)
         if os.path.isdir(cache):
             hidden.update(os.path.join(cache, f) for f in os.listdir(cache) if f.startswith(stem))
-    sys.meta_path.insert(0, _NoSolutions())
     for name in [n for n in sys.modules if n == "solutions" or n.startswith("solutions.")]:
         del sys.modules[name]
     allowed = set()
@@ -168,24 +155,14 @@ def close_library(exercise, graded_file: str | None = None):
     return frozenset(hidden), (str(SOLUTIONS_DIR) + os.sep,), frozenset(allowed), tuple(originals)
 
 
-def _poisoned(original, message: str):
+def _poisoned(original, message: str) -> type:
+    """What stands in for `original` (a function, a class, a Triton kernel): calling it, subclassing it or
+    indexing it (kernel[grid]) raises ForbiddenCall(message)."""
     def refuse(*args, **kwargs):
         raise ForbiddenCall(message)
 
-    if not isinstance(original, type):
-        return refuse
-
-    class Poisoned:
-        __doc__ = message
-
-        def __new__(cls, *args, **kwargs):
-            raise ForbiddenCall(message)
-
-        def __init_subclass__(cls, **kwargs):
-            raise ForbiddenCall(message)
-
-    Poisoned.__name__ = Poisoned.__qualname__ = original.__name__
-    return Poisoned
+    return type(getattr(original, "__name__", "poisoned"), (), {"__doc__": message, "__new__": refuse,
+                "__init_subclass__": refuse, "__class_getitem__": refuse})
 
 
 def load(path: str | None, namespace: dict | None, exercise, originals=()):
@@ -203,19 +180,19 @@ def load(path: str | None, namespace: dict | None, exercise, originals=()):
             spec.loader.exec_module(module)
         except BaseException as exc:
             o = Outcome.of_exception(exc, (path,))
-            raise LoadError(o.verdict, f"while importing the file: {o.message}", o.hint, o.details) from None
+            raise LoadError(replace(o, message=f"while importing the file: {o.message}")) from None
         ns, files, label = dict(vars(module)), (path,), os.path.basename(path)
-    if not any(name in ns for name in exercise.functions):
-        names = ", ".join(exercise.functions)
-        raise LoadError(NOT_IMPLEMENTED, f"{label} defines none of what exercise {exercise.id} grades "
-                        f"({names})", f"is it the file of exercise {exercise.id}? Its stub is "
-                        f"practice/{exercise.filename}")
-    for name in exercise.functions:
+    if not any(name in ns for name in exercise.oracle):
+        names = ", ".join(exercise.oracle)
+        raise LoadError(Outcome(NOT_IMPLEMENTED, f"{label} defines none of what exercise {exercise.id} "
+                                f"grades ({names})", f"is it the file of exercise {exercise.id}? Its stub is "
+                                f"practice/{exercise.filename}"))
+    for name in exercise.oracle:
         if name not in ns:
             ns[name] = _missing(name)
         elif _from_library(ns[name], originals):
-            raise LoadError(RUNTIME_ERROR, f"`{name}` is the library's own (the oracle of exercise "
-                            f"{exercise.id}), not code of yours", "define the graded names yourself")
+            raise LoadError(Outcome(RUNTIME_ERROR, f"`{name}` is the library's own (the oracle of exercise "
+                                    f"{exercise.id}), not code of yours", "define the graded names yourself"))
     return ns, files
 
 

@@ -43,7 +43,8 @@ def load_ipython_extension(ipython) -> None:
 def reference_source(exercise_id: int) -> str:
     """The source of the library objects that exercise `exercise_id` shows as its reference."""
     parts = []
-    for target in registry.get(exercise_id).reference_targets():
+    exercise = registry.get(exercise_id)
+    for target in exercise.reference or exercise.oracle.values():
         obj = registry.resolve(target)
         source = inspect.getsource(getattr(obj, "fn", obj))          # a @triton.jit kernel wraps its fn
         parts.append(f"# {target.replace(':', '.')}:\n{source}")

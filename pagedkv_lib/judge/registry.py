@@ -32,11 +32,6 @@ class Exercise:
     reference: tuple = ()             # "module:attr" that show_reference prints once passed (default: oracle)
 
     @property
-    def functions(self) -> tuple:
-        """The graded names: each must be a top-level def or class of the submitted file."""
-        return tuple(self.oracle)
-
-    @property
     def filename(self) -> str:
         return f"{self.id}_{self.slug}.py"
 
@@ -54,9 +49,6 @@ class Exercise:
 
     def oracle_namespace(self) -> dict:
         return {name: resolve(target) for name, target in self.oracle.items()}
-
-    def reference_targets(self) -> tuple:
-        return self.reference or tuple(self.oracle.values())
 
 
 def resolve(target: str):

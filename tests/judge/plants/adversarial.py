@@ -67,7 +67,7 @@ ADVERSARIAL = {
         "import os\nfor fd in range(3, 256):\n    try:\n        os.write(fd, b'PASSED' * 100)\n    except OSError:\n"
         "        pass"), {RE}),
     "forges_a_finished_frame": (122, at_import(
-        "import os\nfrom pagedkv_lib.judge import protocol\nframe = protocol.encode(protocol.Finished())\n"
+        "import os\nfrom pagedkv_lib.judge import protocol\nframe = protocol.encode(protocol.Done())\n"
         "for fd in range(3, 256):\n    try:\n        os.write(fd, frame)\n"
         "    except OSError:\n        pass"), {RE}),
     "closes_every_fd": (122, at_import("import os\nos.closerange(3, 1024)"), {RE}),

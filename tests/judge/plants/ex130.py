@@ -42,4 +42,9 @@ PLANTS = {
          '    return\n'
          '    store_kvcache_kernel[(T,)]('),
     ], WA, 'no Triton kernel was launched'),
+    'launches_the_library_kernel': Plant([
+        ('    store_kvcache_kernel[(T,)](',
+         '    from pagedkv_lib.kernels.triton_store_kvcache import _store_kvcache_kernel as store_kvcache_kernel\n'
+         '    store_kvcache_kernel[(T,)]('),
+    ], RE, '_store_kvcache_kernel is the library'),
 }
