@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import itertools
 import json
 import os
 import sys
@@ -77,11 +78,11 @@ def _main(args) -> int:
 def _grade(exercise, files, args, device) -> int:
     from .grading import Limits, grade
 
-    def progress(run) -> None:
-        progress.done += 1
-        print(f"{progress.done}/{len(files)} graded: {run.submission.label}", file=sys.stderr)
+    done = itertools.count(1)
 
-    progress.done = 0
+    def progress(run) -> None:
+        print(f"{next(done)}/{len(files)} graded: {run.label}", file=sys.stderr)
+
     results = grade(exercise.id, [str(f) for f in files], seed=args.seed, device=device, jobs=args.jobs,
                     limits=Limits.for_exercise(exercise, time_limit_s=args.time_limit), bench=args.bench,
                     on_done=progress if len(files) > 1 else None,

@@ -222,12 +222,8 @@ def _graded(module, run: Result, i: int, case, expected) -> CaseResult:
         return CaseResult(case.name, Outcome(run.load.verdict, "not run: the submission could not be graded"))
     if i in run.stopped or record is None:
         return CaseResult(case.name, run.stopped.get(i, Outcome(SKIPPED, "not run")), None, case.show)
-    outcome = record.error or _check(module, case, expected, record.observation)
-    return CaseResult(case.name, outcome, record.time_s, case.show)
-
-
-def _check(module, case, expected, got) -> Outcome:
     try:
-        return module.check(case, expected, got)
+        outcome = record.error or module.check(case, expected, record.observation)
     except Exception as exc:                     # the child's observation had an unexpected shape
-        return Outcome(WRONG_ANSWER, f"the result has an unexpected form ({type(exc).__name__}: {exc})")
+        outcome = Outcome(WRONG_ANSWER, f"the result has an unexpected form ({type(exc).__name__}: {exc})")
+    return CaseResult(case.name, outcome, record.time_s, case.show)

@@ -23,6 +23,8 @@ DESCRIBE = {BWRAP: "bwrap sandbox (read-only files, no network, own PID namespac
             FORK: "forked child in its own process group (not a sandbox)"}
 OPEN_FILES = 1024                   # descriptors a child may hold (torch and Triton need a few hundred)
 PR_SET_PDEATHSIG = 1
+_BWRAP = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all", "--die-with-parent",
+          "--new-session"]                  # every sandbox's start (the probe's too)
 
 
 @functools.cache
@@ -34,21 +36,16 @@ def bwrap_path() -> str | None:
     if exe is None:
         return None
     try:
-        probe = subprocess.run([*_bwrap_base(exe), "true"], capture_output=True, timeout=20)
+        probe = subprocess.run([exe, *_BWRAP, "true"], capture_output=True, timeout=20)
     except (OSError, subprocess.SubprocessError):
         return None
     return exe if probe.returncode == 0 else None
 
 
-def _bwrap_base(exe: str) -> list[str]:
-    return [exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all",
-            "--die-with-parent", "--new-session"]
-
-
 def bwrap_argv(scratch: str, device: str) -> list[str]:
     """bwrap's arguments, up to `--`: everything read-only (/tmp too: the judge's Python may live there),
     `scratch` writable and the working directory; on a GPU the NVIDIA device nodes are bound in."""
-    argv = [*_bwrap_base(bwrap_path()), "--bind", scratch, scratch, "--chdir", scratch]
+    argv = [bwrap_path(), *_BWRAP, "--bind", scratch, scratch, "--chdir", scratch]
     if device == "cuda":
         for node in [*sorted(Path("/dev").glob("nvidia*")), Path("/dev/dri")]:
             if node.exists():

@@ -18,10 +18,9 @@ MEMORY_LIMIT = "memory limit"
 NOT_IMPLEMENTED = "not implemented"
 TAMPERING = "tampering"       # unsandboxed grading only: a file the judge relies on changed while it ran
 SKIPPED = "skipped"           # not run: an earlier case ended the process, or the batch stopped
-VERDICTS = (PASSED, WRONG_ANSWER, RUNTIME_ERROR, TIME_LIMIT, MEMORY_LIMIT, NOT_IMPLEMENTED, TAMPERING,
-            SKIPPED)
 CODES = {PASSED: "ok", WRONG_ANSWER: "WA", RUNTIME_ERROR: "RE", TIME_LIMIT: "TLE", MEMORY_LIMIT: "MLE",
-         NOT_IMPLEMENTED: "NI", TAMPERING: "TAMP", SKIPPED: "--"}
+         NOT_IMPLEMENTED: "NI", TAMPERING: "TAMP", SKIPPED: "--"}     # each verdict's short code
+VERDICTS = tuple(CODES)
 MEMORY_HINT = "the judge caps the memory a submission may allocate"
 _OOM_WORDS = ("can't allocate memory", "out of memory", "cannot allocate memory")
 _DOT16 = ("Triton before 3.5 compiles a tl.dot for a GPU only when each of its dimensions is at least 16 "

@@ -41,7 +41,7 @@ class Job:
         return json.dumps(asdict(self))
 
 
-class ProtocolError(ValueError):
+class ProtocolError(Exception):
     """Bytes on the result pipe that are not a message (a bug, or a submission writing to the pipe)."""
 
 
@@ -99,8 +99,6 @@ def decode(line: bytes):
             elif name in ("observation", "figures"):
                 body[name] = from_plain(value)
         return cls(**body)
-    except ProtocolError:
-        raise
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as err:
         raise ProtocolError(f"not a message ({type(err).__name__}): {bytes(line[:80])!r}") from None
 

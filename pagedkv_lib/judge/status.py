@@ -7,6 +7,7 @@ own file of an exercise or code graded in a notebook; an entry the judge could n
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -46,19 +47,19 @@ def entry(exercise_id: int) -> dict | None:
     return found if found is None or valid(found) else {"verdict": UNKNOWN}
 
 
-def record(result, source: str = "file") -> bool:
-    """Remember the verdict of `result` (a grading.Result); never fails the grading. Returns whether it wrote.
-    A notebook run records only what the learner wrote there (not an empty stub) and never replaces a
-    stored pass with a worse verdict."""
+def record(result, source: str = "file") -> None:
+    """Remember the verdict of `result` (a grading.Result); never fails the grading (a read-only checkout
+    keeps nothing). A notebook run records only what the learner wrote there (not an empty stub) and never
+    replaces a stored pass with a worse verdict."""
     data = {k: v for k, v in read().items() if valid(v)}
     old = data.get(str(result.exercise_id), {})
     if result.tampered or (source == "notebook" and (result.verdict == NOT_IMPLEMENTED or
                                                      (old.get("verdict") == PASSED and not result.ok))):
-        return False
+        return
     data[str(result.exercise_id)] = {"verdict": result.verdict, "passed": result.passed,
                                      "total": result.total, "file": result.label, "seed": result.seed,
                                      "when": time.strftime("%Y-%m-%d %H:%M:%S"), "source": source}
-    return _write(data)
+    _write(data)
 
 
 def forget(exercise_id: int) -> None:
@@ -68,15 +69,12 @@ def forget(exercise_id: int) -> None:
         _write(data)
 
 
-def _write(data: dict) -> bool:
-    try:
-        target = path()
+def _write(data: dict) -> None:
+    target = path()
+    with contextlib.suppress(OSError):
         tmp = target.with_name(target.name + ".tmp")
         tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
         tmp.replace(target)
-        return True
-    except OSError:
-        return False
 
 
 def describe(exercise_id: int) -> str:

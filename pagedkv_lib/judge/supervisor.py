@@ -49,7 +49,7 @@ class Supervisor:
             self.pid = self.proc.pid
         else:
             self.proc = None
-            self.pid = _fork(job, cases, run.submission.namespace, (res_r, out_r), res_w, out_w)
+            self.pid = _fork(job, cases, run.submission.namespace, res_w, out_w)
         os.close(res_w)
         os.close(out_w)
         for fd in (res_r, out_r):
@@ -233,14 +233,13 @@ def _exec_in_sandbox(job: Job, res_w: int, out_w: int) -> subprocess.Popen:
                             preexec_fn=functools.partial(isolation.set_limits, None, job.cpu_s))
 
 
-def _fork(job: Job, cases, namespace, parent_ends, res_w: int, out_w: int) -> int:
+def _fork(job: Job, cases, namespace, res_w: int, out_w: int) -> int:
+    """A forked child; it points every descriptor it inherited but its two pipes at /dev/null."""
     for stream in (sys.stdout, sys.stderr):           # nothing buffered may be printed twice
         if stream is not None:
             stream.flush()
     pid = os.fork()
     if pid == 0:
-        for fd in parent_ends:
-            os.close(fd)
         from .child import fork_main
 
         fork_main(job, cases, namespace, res_w, out_w)
