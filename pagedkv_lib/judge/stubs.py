@@ -89,8 +89,9 @@ def write_stub(exercise, force: bool = False) -> str:
     learners = old is not None and old not in shipped_stubs(exercise)
     if learners and not force:
         return f"kept {target}: it holds your work (use --force to replace it; a backup is made first)"
-    saved = target.with_name(f"{target.name}.bak-{datetime.now():%Y%m%d-%H%M%S-%f}") if learners else None
-    if saved:                                             # microseconds: never over an older backup
+    saved = None
+    if learners:                                          # microseconds: never over an older backup
+        saved = target.with_name(f"{target.name}.bak-{datetime.now():%Y%m%d-%H%M%S-%f}")
         shutil.copy2(target, saved)
     target.write_text(stub)
     return f"replaced {target} with its stub; your version is in {saved}" if saved else f"wrote {target}"

@@ -54,6 +54,9 @@ def test_stub_writer_regenerates_an_untouched_stub_after_a_maintainer_edits_the_
     solution.write_text(solution.read_text().replace("class BlockPool:", "class BlockPool:  # edited", 1))
     assert sh("python -m pagedkv_lib.judge.stubs", repo).returncode == 0
     assert "# edited" in (repo / "practice" / EX.filename).read_text()
+    drifted = ("from pagedkv_lib.judge.registry import get; from pagedkv_lib.judge.stubs import committed, "
+               f"stub_of; ex = get({EX.id}); print(committed(ex.practice_path) != stub_of(ex))")
+    assert sh(f'python -c "{drifted}"', repo).stdout.strip() == "True"   # not committed: the drift test fails
 
 
 def test_judge_reset_restores_one_stub_with_a_backup_and_forgets_its_status(tmp_path):
