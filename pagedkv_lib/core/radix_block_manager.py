@@ -3,32 +3,31 @@
 The same five calls as `BlockManager` (block_manager.py): `can_allocate`, `allocate`, `deallocate`,
 `can_append`, `may_append`, so that the engine's `schedule` drives either (the comparison of
 pagedkv_lib/studies/prefix_cache_comparison.py). Underneath, a `RadixCache` (radix_cache.py) over a
-`BlockPool`, used the way SGLang's scheduler uses its tree (sgl-project/sglang@006b0e3d317f,
-`python/sglang/srt/mem_cache/radix_cache.py`: `cache_unfinished_req` at line 502, `cache_finished_req` at
-455; `python/sglang/srt/managers/schedule_batch.py`: `ScheduleBatch.release_req`, which `retract_decode`
-calls):
+`BlockPool`, used the way SGLang's scheduler uses its tree (sgl-project/sglang@006b0e3d317f:
+`python/sglang/srt/mem_cache/radix_cache.py`, `cache_unfinished_req` at line 502 and `cache_finished_req`
+at 455; `python/sglang/srt/managers/schedule_batch.py`, `ScheduleBatch.retract_decode` and `release_req`):
 - admission matches at most num_tokens - 1 tokens (the last token is always computed; SGLang's
   `Req.adjust_max_prefix_ids` caps it the same way), locks the matched node, evicts if the pool is short,
   allocates the rest, inserts the prompt's full blocks and moves its lock to the inserted node;
-- a block of the prompt that the tree already held (the cap leaves the last full block unmatched, so an
-  identical prompt gets its own copy) is a DUPLICATE: it is written by the request's prefill, then, at the
-  first call after that step (the sequence then holds one token more), it goes back to the pool and the
-  block table points at the tree's copy. SGLang's `cache_unfinished_req` does the same right after the
-  prefill forward (it frees `kv_indices[cache_protected_len:new_prefix_len]` and rewrites the request's row
-  of `req_to_token` with the tree's slots, lines 529-544);
+- a prompt the tree already holds, ending on a block boundary (always, at block size 1), gets its own copy
+  of its last full block, which the cap leaves unmatched: the prefill must write the last token somewhere.
+  That DUPLICATE goes back to the pool at the first call after the prefill step (the sequence then holds a
+  token more), and the block table points at the tree's block instead. SGLang's `cache_unfinished_req` does
+  this right after the prefill forward: it frees `kv_indices[cache_protected_len:new_prefix_len]` (line 529)
+  and writes the tree's slots into the request's row of `req_to_token` (line 541);
 - decode takes a block when a token starts one, evicting one node if none is free;
 - `deallocate` of a FINISHED sequence inserts the full blocks whose K/V exists, the first num_tokens - 1
   tokens (the last token was sampled but never run), frees what the tree did not take (a partial last block,
-  duplicates of blocks the tree already held) and unlocks (`cache_finished_req`);
-- `deallocate` of any other sequence (a preemption: the scheduler frees it while it is still RUNNING) inserts
-  nothing: its prompt stays in the tree from admission, unlocked, and the blocks of its generated tokens go
-  back to the pool. SGLang's retract releases with `release_kv_cache(req, tree_cache, is_insert=False)`,
-  because the memory is needed at once (its comment there says so, and a TODO says inserting may come).
+  duplicates of blocks the tree already held) and unlocks, as `cache_finished_req` does;
+- `deallocate` of any other sequence (a preemption: the engine's scheduler frees it while it is still
+  RUNNING) inserts nothing: its prompt stays in the tree from admission, unlocked, and the blocks of its
+  generated tokens go back to the pool. SGLang's retract calls `release_kv_cache(req, tree_cache,
+  is_insert=False)`, because the memory is needed at once (its comment; a TODO says inserting may come).
 A request owns only its blocks outside the tree ("private"); the tree owns the rest, and a lock keeps them.
 Capacity is free blocks plus evictable ones, as the hash manager's free queue also holds cached blocks.
-Two differences from SGLang remain, both in docs/engines.md: the prompt enters the tree at admission, not
-after the prefill forward (as `BlockManager` registers its hashes at allocation, so a request admitted in
-the same step shares the blocks), and the tree's split timestamps (radix_cache.py).
+What still differs from SGLang, and why (docs/engines.md, "SGLang"): the prompt enters the tree at
+admission, not after the prefill forward, since nano-vllm's five calls have none in between (`BlockManager`
+registers its hashes at allocation the same way); and the tree's split timestamps (radix_cache.py).
 """
 from __future__ import annotations
 
