@@ -4,8 +4,10 @@ Worked examples for each rule (split, ownership on insert, LRU by access, leaf-o
 brute-force reference driven by hypothesis: a dict from every cached block-aligned prefix to its block and
 its last access time. A match must return exactly the reference's blocks of the longest cached prefix (the
 longest common prefix over all cached sequences); an eviction must remove only unlocked prefixes, free
-exactly their blocks, and never keep a leaf older than one it removed. Then the manager: no block lost or
-freed twice over an engine's schedule, and the mini engine's greedy outputs unchanged with it.
+exactly their blocks, and never keep a leaf older than one it removed. Then the manager: a repeated prompt's
+copy of its last block back in the pool after its prefill, a preempted sequence inserting nothing and a
+finished one what it computed (figures derived by hand), no block lost or freed twice over an engine's
+schedule, and the mini engine's greedy outputs unchanged with it.
 """
 from __future__ import annotations
 
@@ -239,6 +241,22 @@ def test_a_prompt_the_tree_already_holds_gives_its_copy_back_after_its_prefill()
         s.status = SequenceStatus.FINISHED
         bm.deallocate(s)
     assert bm.pool.num_free() + bm.cache.total_size() == 8 and bm.cache.protected_size() == 0
+
+
+def test_the_next_admission_can_use_the_block_a_copy_gave_back():
+    """A pool of 4, block size 4: A and B share one 8-token prompt (3 blocks, the tree's two locked), so C's
+    two blocks fit only once B's copy is back, right after the step that prefilled A and B."""
+    bm = RadixBlockManager(4, 4)
+    a, b = Sequence(list(range(1, 9)), 4, seq_id=0), Sequence(list(range(1, 9)), 4, seq_id=1)
+    c = Sequence(list(range(20, 28)), 4, seq_id=2)
+    bm.allocate(a)
+    bm.allocate(b)
+    assert not bm.can_allocate(c)                    # 1 free, nothing evictable
+    for s in (a, b):
+        s.append_token(9)
+    assert bm.can_allocate(c)
+    bm.allocate(c)
+    assert (b.block_table, c.block_table, bm.pool.num_free()) == ([0, 1], [3, 2], 0)
 
 
 def test_a_copy_whose_prefill_never_ran_is_freed_with_its_sequence():
