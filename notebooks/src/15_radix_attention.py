@@ -247,10 +247,47 @@ print("match 7 tokens  ->", tree4.match_prefix(list(range(7)))[0], "(cut to 4 to
 # `RadixBlockManager` (pagedkv_lib/core/radix_block_manager.py) wraps the tree in nano-vllm's five calls, the
 # way SGLang's scheduler uses it: admission matches at most `num_tokens - 1` tokens (SGLang's
 # `Req.adjust_max_prefix_ids` leaves the last token to compute, like vLLM's cap), locks the matched node,
-# evicts if the pool is short, and inserts the prompt's full blocks at once; `deallocate` (a finish or a
-# preemption) inserts what the request computed, frees what the tree did not take, and unlocks. The engine's
-# `schedule` (notebook 14) drives it unchanged.
+# evicts if the pool is short, and inserts the prompt's full blocks at once. Two more rules come from SGLang's
+# scheduler, and the next cell shows each:
 #
+# - A prompt the tree already holds still gets its OWN copy of its last full block: the cap leaves that block
+#   unmatched when the prompt ends on a block boundary (always, at block size 1), and the prefill must write
+#   the last token somewhere. Once that prefill has run, the copy goes back to the pool and the block table
+#   points at the tree's block (SGLang's `cache_unfinished_req`, right after the prefill forward).
+# - `deallocate` of a FINISHED request inserts what it computed (all but its last token, which was sampled and
+#   never run), frees what the tree did not take, and unlocks. A PREEMPTED request inserts nothing: its prompt
+#   is in the tree since admission, the blocks of its generated tokens go back to the pool, and re-admission
+#   recomputes them (SGLang's retract: `release_kv_cache(..., is_insert=False)`, because the memory is
+#   needed at once).
+#
+# The engine's `schedule` (notebook 14) drives it unchanged.
+
+# %%
+from pagedkv_lib.core.sequence import SequenceStatus
+
+bm = RadixBlockManager(8, 4)
+a, b = (pk.Sequence(list(range(1, 9)), block_size=4, seq_id=i) for i in (0, 1))   # one 8-token prompt, twice
+bm.allocate(a)
+bm.allocate(b)
+print(f"admitted:          A {a.block_table}, B {b.block_table}, {bm.pool.num_free()} blocks free")
+for seq in (a, b):
+    seq.append_token(9)                                             # the prefill step ran
+    bm.may_append(seq)                                              # the next decode step
+print(f"after the prefill: A {a.block_table}, B {b.block_table}, {bm.pool.num_free()} blocks free")
+
+for label, status in (("preempted", SequenceStatus.RUNNING), ("finished", SequenceStatus.FINISHED)):
+    bm = RadixBlockManager(8, 4)
+    seq = pk.Sequence([1, 2, 3, 4, 5, 6], block_size=4, seq_id=2)
+    bm.allocate(seq)
+    seq.append_token(7)                                             # the prefill's token
+    for token in (8, 9, 10):                                        # three decode steps
+        bm.may_append(seq)
+        seq.append_token(token)
+    seq.status = status                                             # the scheduler frees a preempted one
+    bm.deallocate(seq)                                              # while it is still RUNNING
+    print(f"{label:9s}: the tree holds {bm.cache.cached_sequences()}, {bm.pool.num_free()} blocks free")
+
+# %% [markdown]
 # ## 7. Under memory pressure: who wins, and why
 #
 # `pagedkv_lib.studies.prefix_cache_comparison` replays three workloads through the engine's `schedule` with
@@ -386,17 +423,27 @@ shown = show_reference(136)
 #   holds `children` (a dict keyed by the first token, or by the first page's tuple when `page_size > 1`),
 #   `key` (a `RadixKey` of token ids with an optional `extra_key` such as a LoRA id or cache salt), `value`
 #   (a tensor of KV slot indices), `lock_ref`, `last_access_time`, `hit_count` and `priority`; the root
-#   starts with `lock_ref = 1`. `match_prefix` cuts the key to whole pages, walks down with
-#   `_key_match_page_size1` or `_key_match_paged`, and splits with `_split_node` where the match ends inside a
-#   node (the new node takes the child's `lock_ref`); `insert` returns the prefix length already present.
-#   `evict(num_tokens)` heaps the evictable leaves by the eviction strategy (`evict_policy.py`: LRU by
-#   `last_access_time` by default, also LFU, FIFO, MRU, FILO, priority, SLRU), frees whole leaves and pushes
-#   a parent left childless.
-#   `inc_lock_ref` / `dec_lock_ref` walk to the root, moving sizes between `evictable_size_` and
-#   `protected_size_`. `cache_finished_req` inserts a finished request, frees the duplicates the tree already
-#   held and the unaligned tail; `cache_unfinished_req` does it after a prefill chunk and moves the request's
-#   lock to the new last node. SGLang stamps the node it splits before splitting, so the lower half of a split
-#   looks used too; the course stamps only what the call matched.
+#   starts with `lock_ref = 1`. `match_prefix` (line 367) cuts the key to whole pages, walks down with
+#   `_key_match_page_size1` or `_key_match_paged`, and splits with `_split_node` where the match ends inside
+#   a node (the new node takes the child's `lock_ref`); `insert` (line 439) returns the prefix length
+#   already present. `evict(num_tokens)` (line 574) heaps the evictable leaves by the eviction strategy
+#   (`evict_policy.py`: LRU by `last_access_time` by default, also LFU, FIFO, MRU, FILO, priority, SLRU),
+#   frees whole leaves and pushes a parent left childless. `inc_lock_ref` / `dec_lock_ref` (lines 603, 618)
+#   walk to the root, moving sizes between `evictable_size_` and `protected_size_`. SGLang stamps the node it
+#   splits before splitting, so the lower half of a split looks used too; the course stamps only what the
+#   call matched.
+# - **The scheduler's side of the tree** (the same file): `cache_unfinished_req` (line 502) runs after each
+#   prefill forward (`process_batch_result_prefill` calls it): it inserts the request's page-aligned tokens,
+#   frees the slots that duplicate what the tree already held (line 529), matches again, writes the tree's
+#   slots into the request's row of `req_to_token` (line 541) and moves the lock to the new last node.
+#   `cache_finished_req` (line 455) inserts a finished request's computed tokens and frees the duplicates and
+#   the unaligned tail; called with `is_insert=False` (lines 491-494) it inserts nothing and frees the
+#   request's own slots. A request retracted for memory goes that way: `ScheduleBatch.retract_decode`
+#   (`python/sglang/srt/managers/schedule_batch.py`, same commit) frees it with `release_req`, which calls
+#   `release_kv_cache(req, tree_cache, is_insert=False)`; the comment there says the space is needed at once,
+#   and a TODO that preempted requests might be inserted some day. The course inserts a prompt at
+#   admission rather than after the forward (nano-vllm's five calls have no call in between), so a request
+#   admitted in the same step shares those blocks, as the hash manager's do.
 # - **The cap** (`sgl-project/sglang@000eaffacf04:python/sglang/srt/managers/schedule_batch.py`,
 #   `Req.adjust_max_prefix_ids`): a match is asked for at most `input_len - 1` tokens, so the last one is
 #   computed and gives the logits, as vLLM's `num_tokens - 1` cap (notebook 07).

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pagedkv_lib.core.block_manager import BlockManager
 from pagedkv_lib.core.radix_block_manager import RadixBlockManager
 from pagedkv_lib.core.radix_cache import RadixCache
-from pagedkv_lib.core.sequence import Sequence
+from pagedkv_lib.core.sequence import Sequence, SequenceStatus
 from pagedkv_lib.core.validation import check_positive_int
 from pagedkv_lib.engine.scheduler import schedule
 
@@ -243,6 +243,7 @@ def replay(requests: list[PrefixRequest], manager: str, pool_tokens: int, *, max
             output = by_id[s.seq_id].output
             s.append_token(output[s.num_completion_tokens])
             if s.num_completion_tokens == len(output):
+                s.status = SequenceStatus.FINISHED                      # as Scheduler.postprocess does
                 running.remove(s)
                 bm.deallocate(s)
                 finished_at[by_id[s.seq_id].name] = t

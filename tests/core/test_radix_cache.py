@@ -4,8 +4,10 @@ Worked examples for each rule (split, ownership on insert, LRU by access, leaf-o
 brute-force reference driven by hypothesis: a dict from every cached block-aligned prefix to its block and
 its last access time. A match must return exactly the reference's blocks of the longest cached prefix (the
 longest common prefix over all cached sequences); an eviction must remove only unlocked prefixes, free
-exactly their blocks, and never keep a leaf older than one it removed. Then the manager: no block lost or
-freed twice over an engine's schedule, and the mini engine's greedy outputs unchanged with it.
+exactly their blocks, and never keep a leaf older than one it removed. Then the manager: a repeated prompt's
+copy of its last block back in the pool after its prefill, a preempted sequence inserting nothing and a
+finished one what it computed (figures derived by hand), no block lost or freed twice over an engine's
+schedule, and the mini engine's greedy outputs unchanged with it.
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from hypothesis import strategies as st
 from pagedkv_lib.core.block_pool import BlockPool
 from pagedkv_lib.core.radix_block_manager import RadixBlockManager
 from pagedkv_lib.core.radix_cache import RadixCache
-from pagedkv_lib.core.sequence import Sequence
+from pagedkv_lib.core.sequence import Sequence, SequenceStatus
 from pagedkv_lib.engine import LLM, EngineConfig, ModelConfig, SamplingParams, greedy_reference
 from pagedkv_lib.engine.model import Qwen3ForCausalLM
 from pagedkv_lib.engine.scheduler import schedule
@@ -220,6 +222,84 @@ def _path(cache, node):
 # ------------------------------------------------------------------------------------------------------------
 # the block manager
 
+def test_a_prompt_the_tree_already_holds_gives_its_copy_back_after_its_prefill():
+    """SGLang's cache_unfinished_req: the duplicate of the tree's block is freed once it was computed, and
+    the request reads the tree's block instead. Block size 4, a pool of 8: the free queue starts 0, 1, ..."""
+    bm = RadixBlockManager(8, 4)
+    a, b = Sequence(list(range(1, 9)), 4, seq_id=0), Sequence(list(range(1, 9)), 4, seq_id=1)
+    bm.allocate(a)                                   # two fresh blocks, both full: the tree takes 0 and 1
+    bm.allocate(b)                                   # matches 7 tokens, cut to one block; its last is its own
+    assert (a.block_table, b.block_table, b.num_cached_tokens) == ([0, 1], [0, 2], 4)
+    assert bm.pool.num_free() == 5 and bm.private[1] == [2]          # b's prefill writes block 2
+    for s in (a, b):
+        s.append_token(9)                            # the prefill step ran
+    bm.may_append(a)                                 # block 2 goes back (queue 3..7, 2); a takes 3
+    bm.may_append(b)
+    assert (a.block_table, b.block_table) == ([0, 1, 3], [0, 1, 4])
+    assert bm.pool.num_free() == 4 and bm.private == {0: [3], 1: [4]} and not bm.duplicates
+    for s in (a, b):
+        s.status = SequenceStatus.FINISHED
+        bm.deallocate(s)
+    assert bm.pool.num_free() + bm.cache.total_size() == 8 and bm.cache.protected_size() == 0
+
+
+def test_the_next_admission_can_use_the_block_a_copy_gave_back():
+    """A pool of 4, block size 4: A and B share one 8-token prompt (3 blocks, the tree's two locked), so C's
+    two blocks fit only once B's copy is back, right after the step that prefilled A and B."""
+    bm = RadixBlockManager(4, 4)
+    a, b = Sequence(list(range(1, 9)), 4, seq_id=0), Sequence(list(range(1, 9)), 4, seq_id=1)
+    c = Sequence(list(range(20, 28)), 4, seq_id=2)
+    bm.allocate(a)
+    bm.allocate(b)
+    assert not bm.can_allocate(c)                    # 1 free, nothing evictable
+    for s in (a, b):
+        s.append_token(9)
+    assert bm.can_allocate(c)
+    bm.allocate(c)
+    assert (b.block_table, c.block_table, bm.pool.num_free()) == ([0, 1], [3, 2], 0)
+
+
+def test_a_copy_whose_prefill_never_ran_is_freed_with_its_sequence():
+    bm = RadixBlockManager(4, 1)
+    a, b = Sequence([5, 6, 7], 1, seq_id=0), Sequence([5, 6, 7], 1, seq_id=1)
+    bm.allocate(a)
+    bm.allocate(b)                                   # 2 tokens matched, its own block 3 for the last
+    assert b.block_table == [0, 1, 3] and bm.pool.num_free() == 0
+    bm.deallocate(b)
+    assert bm.pool.num_free() == 1 and not bm.duplicates and a.block_table == [0, 1, 2]
+
+
+def _decoded(bm: RadixBlockManager, prompt: list[int], output: list[int]) -> Sequence:
+    """A sequence admitted and run as the engine runs it: the prefill, then may_append before each token."""
+    seq = Sequence(prompt, bm.block_size, seq_id=0)
+    bm.allocate(seq)
+    seq.status = SequenceStatus.RUNNING
+    seq.append_token(output[0])
+    for token in output[1:]:
+        bm.may_append(seq)
+        seq.append_token(token)
+    return seq
+
+
+def test_a_preempted_sequence_leaves_only_its_prompt_in_the_tree_and_a_finished_one_all_it_computed():
+    """SGLang retracts with release_kv_cache(..., is_insert=False); a finish inserts. Block size 4: a prompt
+    of 6 tokens and 4 generated ones, 9 computed (the last was sampled, never run): 2 full blocks."""
+    bm = RadixBlockManager(8, 4)
+    seq = _decoded(bm, [1, 2, 3, 4, 5, 6], [7, 8, 9, 10])
+    assert seq.block_table == [0, 1, 2]              # block 0 in the tree since admission
+    bm.deallocate(seq)                               # the scheduler preempts while it is RUNNING
+    assert bm.cache.cached_sequences() == [[1, 2, 3, 4]] and bm.pool.num_free() == 7
+    seq.status = SequenceStatus.WAITING
+    bm.allocate(seq)                                 # recomputed from token 4 on
+    assert seq.num_cached_tokens == 4
+
+    bm = RadixBlockManager(8, 4)
+    seq = _decoded(bm, [1, 2, 3, 4, 5, 6], [7, 8, 9, 10])
+    seq.status = SequenceStatus.FINISHED
+    bm.deallocate(seq)
+    assert bm.cache.cached_sequences() == [[1, 2, 3, 4, 5, 6, 7, 8]] and bm.pool.num_free() == 6
+
+
 @pytest.mark.parametrize("block_size", [1, 4])
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_no_block_is_lost_or_freed_twice_over_a_schedule_with_preemptions(block_size, seed):
@@ -243,6 +323,7 @@ def test_no_block_is_lost_or_freed_twice_over_a_schedule_with_preemptions(block_
         for s in seqs:
             s.append_token(rng.randrange(50))
             if s.num_completion_tokens >= outputs[s.seq_id]:
+                s.status = SequenceStatus.FINISHED
                 running.remove(s)
                 bm.deallocate(s)
                 done += 1
