@@ -1,5 +1,5 @@
 # Two commands for a fresh machine with Python 3.10+:
-#   make lab    create .venv if missing, install the course, open it in JupyterLab
+#   make lab    create .venv if missing, install the course with [dev], open it in JupyterLab
 #   make test   create .venv if missing, install the course with [dev], run the whole test suite
 PYTHON ?= python3
 TORCH ?= torch==2.13.0
