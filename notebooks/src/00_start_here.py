@@ -168,6 +168,7 @@ print(pk.slot_mapping_for(block_table=[7, 2], positions=list(range(6)), block_si
 # NBVAL_IGNORE_OUTPUT
 # (the status column is your own progress, which differs from one learner to the next)
 import subprocess
+import sys
 
 from pagedkv_lib.judge.registry import ROOT
 
