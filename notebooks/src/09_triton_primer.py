@@ -381,7 +381,7 @@ def group_scores(q_ptr, k_ptr, out_ptr, M, N, D: tl.constexpr, BLOCK_M: tl.const
     rows, keys, dims = tl.arange(0, BLOCK_M), tl.arange(0, BLOCK_N), tl.arange(0, D)
     q = tl.load(q_ptr + rows[:, None] * D + dims[None, :], mask=rows[:, None] < M, other=0.0)  # [BLOCK_M, D]
     k = tl.load(k_ptr + keys[:, None] * D + dims[None, :], mask=keys[:, None] < N, other=0.0)  # [BLOCK_N, D]
-    s = tl.dot(q.to(tl.float32), tl.trans(k.to(tl.float32)))  # [BLOCK_M, BLOCK_N]
+    s = tl.dot(q.to(tl.float32), tl.trans(k.to(tl.float32)), input_precision="ieee")  # [BLOCK_M, BLOCK_N]
     tl.store(out_ptr + rows[:, None] * N + keys[None, :], s, mask=(rows[:, None] < M) & (keys[None, :] < N))
 
 
@@ -398,10 +398,11 @@ for block_m in (16, 4):
         print(f"BLOCK_M = {block_m:2d}: refused by Triton: {broke}")
 
 # %% [markdown]
-# **fp32 operands, and `input_precision`.** The kernel above converts its tiles to fp32 first. On a GPU an
-# fp32 `tl.dot` runs by default in tf32, which keeps 10 of the 23 bits of each input's mantissa: fast, but the
-# products are off by about 1e-3 relative, well past what the judge allows in fp32 (1e-4).
-# `tl.dot(a, b, input_precision="ieee")` asks for a true fp32 dot (the interpreter computes one either way).
+# **fp32 operands, and `input_precision`.** The kernel above converts its tiles to fp32 first and asks for
+# `input_precision="ieee"`. Without it, a GPU runs an fp32 `tl.dot` in tf32, which keeps 10 of the 23 bits
+# of each input's mantissa: fast, but the products are off by about 1e-3 relative, well past what the judge
+# allows in fp32 (1e-4). `input_precision="ieee"` asks for a true fp32 dot (the interpreter computes one
+# either way).
 # Here is the error tf32 would make, found in PyTorch by cutting the inputs' mantissas to 10 bits, next to
 # the ieee dot of the interpreter:
 
