@@ -14,6 +14,7 @@ which picks where the course comes from, in this order:
 A repository is cloned into $PAGEDKV_COURSE_DIR (default /content/course) unless that folder exists already
 (an earlier run of the cell); a clone that fails is one line naming the address. The course folder then goes
 first on sys.path and `install_course` installs it. Everywhere, the cell then prints `describe_environment()`.
+Its first line is a Colab form title: Colab shows the cell folded to it (elsewhere it is a comment).
 tests/notebooks/test_colab_bootstrap.py covers `course_source` case by case and plays the cell against a
 stand-in `google.colab`.
 """
@@ -116,6 +117,7 @@ def course_source(opened_from: str | None, env_repo: str | None, folders: list[s
 
 
 FIRST_CELL_TEMPLATE = """\
+# @title Set up the course (Colab shows this cell folded) {{ display-mode: "form" }}
 import sys
 
 
