@@ -1,5 +1,5 @@
 # Two commands for a fresh machine with Python 3.10+:
-#   make lab    create .venv if missing, install the course, open it in JupyterLab
+#   make lab    create .venv if missing, install the course with [dev], open it in JupyterLab
 #   make test   create .venv if missing, install the course with [dev], run the whole test suite
 PYTHON ?= python3
 TORCH ?= torch==2.13.0
@@ -15,6 +15,8 @@ $(BIN)/python:
 
 # torch is installed first and pinned here so that pip does not pick a multi-GB build for a range;
 # pyproject.toml itself accepts any torch 2.x from 2.4, so Colab and GPU users keep theirs.
+# One environment for lab and test, [dev] included: a learner may run the tests on their copy too, and
+# neither target reinstalls what the other installed.
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q "$(TORCH)"
 	$(BIN)/python -m pip install -q -e ".[dev]"

@@ -8,31 +8,6 @@
 # workload (46.2% of the reserved memory used, against 93-100% with paging), turn bytes into how many requests
 # fit on one GPU, and put the course's numbers beside the paper's for its three baselines and two traces.
 
-# %%
-import sys
-
-if "google.colab" in sys.modules:  # Colab: clone the course and install it (pagedkv_lib/environment.py)
-    import os
-    import subprocess
-
-    url = os.environ.get("PAGEDKV_COURSE_REPO", "https://github.com/pagedkv-course/pagedkv-course")
-    home = os.environ.get("PAGEDKV_COURSE_DIR", "/content/course")
-    if not os.path.isdir(home) and subprocess.run(["git", "clone", "-q", url, home],
-                                                  capture_output=True).returncode:
-
-        class CourseSetupError(Exception):
-            def _render_traceback_(self):  # a notebook shows this one line, not a traceback
-                return [str(self)]
-
-        raise CourseSetupError(f"Could not clone the course from {url}; check the address and the network.")
-    sys.path.insert(0, home)
-    from pagedkv_lib.environment import install_course
-
-    install_course(home)
-from pagedkv_lib.environment import describe_environment
-
-print(describe_environment())
-
 # %% [markdown]
 # ## Self-test
 #

@@ -4,35 +4,12 @@
 # Notebooks 10-12 write the course's kernels in Triton. This notebook teaches the pieces they are made of,
 # one small kernel at a time, in Triton's interpreter on the CPU. After it you can launch a grid of
 # programs, build offsets with `tl.arange`, load and store 1-D and 2-D tiles with masks and `other=`, pick
-# lanes with `tl.where`, reduce with `tl.max` and `tl.sum`, loop to a bound that is only known at run time,
-# tell a `tl.constexpr` from a runtime argument, address any strided view (a transposed or sliced tensor),
-# multiply tiles with `tl.dot` and `tl.trans` (and say why a tile has at least 16 rows), print from inside a
-# kernel, and solve the four puzzles of exercise 135, which lead straight to exercise 130.
-
-# %%
-import sys
-
-if "google.colab" in sys.modules:  # Colab: clone the course and install it (pagedkv_lib/environment.py)
-    import os
-    import subprocess
-
-    url = os.environ.get("PAGEDKV_COURSE_REPO", "https://github.com/pagedkv-course/pagedkv-course")
-    home = os.environ.get("PAGEDKV_COURSE_DIR", "/content/course")
-    if not os.path.isdir(home) and subprocess.run(["git", "clone", "-q", url, home],
-                                                  capture_output=True).returncode:
-
-        class CourseSetupError(Exception):
-            def _render_traceback_(self):  # a notebook shows this one line, not a traceback
-                return [str(self)]
-
-        raise CourseSetupError(f"Could not clone the course from {url}; check the address and the network.")
-    sys.path.insert(0, home)
-    from pagedkv_lib.environment import install_course
-
-    install_course(home)
-from pagedkv_lib.environment import describe_environment
-
-print(describe_environment())
+# lanes with `tl.where`, reduce with `tl.max` and `tl.sum` (a 1-D tile, or a 2-D tile along one axis), loop
+# to a bound that is only known at run time, tell a `tl.constexpr` from a runtime argument, address any
+# strided view (a transposed or sliced tensor), multiply tiles with `tl.dot` and `tl.trans` (in fp32 with
+# `input_precision="ieee"`, and every dimension at least 16), gather a `[BLOCK_N, D]` tile through a block
+# table while keeping a running max (`tl.full`, `tl.zeros`, `tl.maximum`), print from inside a kernel, and
+# solve the four puzzles of exercise 135, which lead straight to exercise 130.
 
 # %% [markdown]
 # ## Self-test
@@ -45,6 +22,10 @@ print(describe_environment())
 # 4. Why is `BLOCK` a `tl.constexpr` but a sequence's length a plain argument?
 # 5. A GQA group has 4 query heads. Why does a kernel that multiplies them by a key tile with `tl.dot` use a
 #    tile of 16 rows?
+# 6. A kernel keeps a running max `m` of a `[BLOCK_N, D]` tile's rows over a loop. How does it start `m`, and
+#    which of `tl.max` and `tl.maximum` does each step need?
+# 7. Both operands of a `tl.dot` are fp32. What does `input_precision="ieee"` change on a GPU, and why does a
+#    kernel graded at a tolerance of 1e-4 need it?
 #
 # <details><summary>Answer</summary>
 #
@@ -57,9 +38,15 @@ print(describe_environment())
 #    gets a pointer, not a tensor, so it computes every address from the strides it is given (section 6).
 # 4. A constexpr is baked into the compiled kernel (a tile's shape must be known to compile it); a runtime
 #    argument is not, so one compiled kernel serves every length (section 4).
-# 5. `tl.dot` runs on tensor cores, whose instructions work on fixed tiles (16 rows for 16-bit inputs).
-#    Triton up to 3.4 refuses a dot with M, N or K under 16 on NVIDIA GPUs (later versions still need
-#    K >= 16), so the kernel pads the 4 rows to 16 and masks the extra 12 (section 7).
+# 5. `tl.dot` runs on tensor cores, whose instructions work on fixed tiles. The course's rule: every
+#    dimension (M, N and K) of every tl.dot is at least 16: what every supported Triton (3.0 to 3.9) compiles
+#    on a GPU; pad the tile (BLOCK = max(16, next power of two)) and mask the padding. So the 4 rows become 16
+#    and the extra 12 are masked (section 7).
+# 6. `m = tl.full([BLOCK_D], float("-inf"), tl.float32)` before the loop (-inf: any real value beats it, and
+#    a tile of masked lanes leaves it alone). Each step reduces the tile with `tl.max(tile, axis=0)` and
+#    merges that into the running value lane by lane with `tl.maximum(m, ...)` (section 8).
+# 7. By default an fp32 dot may run in tf32, which keeps 10 bits of each input's mantissa: products are off
+#    by about 1e-3 relative. `input_precision="ieee"` makes it a true fp32 dot (section 7).
 #
 # </details>
 
@@ -212,16 +199,20 @@ def times_two(x_ptr, out_ptr, IN_FP32: tl.constexpr):
 
 out = torch.zeros(4, dtype=torch.bfloat16, device=dev)
 times_two[(1,)](x16, out, IN_FP32=True)
-print(f"bf16 x * 2, computed in fp32: {out.tolist()}")
+right = torch.equal(out, x16 * 2)  # PyTorch's bf16 x * 2: exact here, a power of two
+print(f"bf16 x * 2, computed in fp32: {out.tolist()} ({'right' if right else 'wrong'})")
 
 # %%
 # NBVAL_IGNORE_OUTPUT
 # (what bf16 arithmetic gives depends on the installed Triton, and on the device)
 times_two[(1,)](x16, out, IN_FP32=False)
-print(f"bf16 x * 2, computed in bf16 by triton {triton.__version__} on {dev}: {out.tolist()}")
+right = torch.equal(out, x16 * 2)
+print(f"bf16 x * 2, computed in bf16 by triton {triton.__version__} on {dev}: {out.tolist()} "
+      f"({'right' if right else 'wrong'})")
 
 # %% [markdown]
-# (On a GPU both lines are right. In the interpreter the first is not.)
+# Each line says whether it matches PyTorch's `x * 2`. On a GPU both are right; in an interpreter with the
+# bf16 bug the second is wrong, and computing in fp32 is what every course kernel does.
 #
 # ## 4. `tl.constexpr`, and a loop to a runtime bound
 #
@@ -319,6 +310,31 @@ for strides, label in ((x.stride(), "x.stride()"), ((N, 1), "assumed contiguous 
 print(f"x.stride() = {x.stride()}, grid = {grid}: {grid[0] * grid[1]} programs of 16 x 16")
 
 # %% [markdown]
+# A reduction of a 2-D tile names its axis: `tl.max(t, axis=1)` of a `[BLOCK_M, BLOCK_N]` tile is a
+# `[BLOCK_M]` vector, one value per row (`axis=0`: one per column), as `t.amax(dim=1)` in PyTorch. A decode
+# kernel takes the max and the sum of each query head's row of scores this way. The masked lanes get the
+# value that is neutral for the reduction (`-inf` for the max, 0 for the sum), here on the 37 x 21 view `x`,
+# one tile:
+
+# %%
+@triton.jit
+def row_max_and_sum(x_ptr, stride_0, stride_1, max_ptr, sum_ptr, M, N, BLOCK_M: tl.constexpr,
+                    BLOCK_N: tl.constexpr):
+    rows = tl.arange(0, BLOCK_M)  # [BLOCK_M]
+    cols = tl.arange(0, BLOCK_N)  # [BLOCK_N]
+    mask = (rows[:, None] < M) & (cols[None, :] < N)  # [BLOCK_M, BLOCK_N]
+    offs = rows[:, None] * stride_0 + cols[None, :] * stride_1  # [BLOCK_M, BLOCK_N]
+    t = tl.load(x_ptr + offs, mask=mask, other=float("-inf"))  # [BLOCK_M, BLOCK_N] -inf where masked
+    tl.store(max_ptr + rows, tl.max(t, axis=1), mask=rows < M)  # [BLOCK_M] one max per row
+    tl.store(sum_ptr + rows, tl.sum(tl.where(mask, t, 0.0), axis=1), mask=rows < M)  # [BLOCK_M]
+
+
+row_max, row_sum = torch.empty(M, device=dev), torch.empty(M, device=dev)  # [M] each
+row_max_and_sum[(1,)](x, *x.stride(), row_max, row_sum, M, N, BLOCK_M=64, BLOCK_N=32)
+print("tl.max(t, axis=1) equals x.amax(dim=1):", torch.equal(row_max, x.amax(dim=1)),
+      "| tl.sum(t, axis=1) equals x.sum(dim=1):", torch.equal(row_sum, x.sum(dim=1)))
+
+# %% [markdown]
 # Which program wrote which element of the 37 x 21 output (program ids numbered row by row of the grid;
 # the last row and column of tiles are partly masked):
 
@@ -348,13 +364,16 @@ plt.show()
 # `tl.dot(a, b)` multiplies a `[M, K]` tile by a `[K, N]` tile and accumulates in fp32; `tl.trans(k)` turns a
 # `[N, K]` tile of keys into `[K, N]`, so the scores of a few queries against a tile of keys are
 # `tl.dot(q, tl.trans(k))`, which is what notebooks 11-12 compute. The dot runs on tensor cores, whose
-# instructions multiply fixed tiles (on NVIDIA GPUs `mma` with 16 rows and K = 16 for fp16 and bf16, K = 8
-# for tf32). Triton's NVIDIA back end (`min_dot_size` in `third_party/nvidia/backend/compiler.py`) therefore
-# refused a dot with M, N or K under 16 up to triton 3.4; from 3.5 it pads small M and N itself and still
-# needs K >= 16 (>= 8 for fp32 in 3.9); the interpreter demanded 16 everywhere up to 3.2 and nothing since
-# 3.3. The portable rule, and the course's: every dimension of a dot at least 16. A GQA group of 4 query
-# heads is padded to 16 rows (`BLOCK_M = max(16, next_power_of_2(M))`) and the 12 extra rows are masked.
-# `primer.gpu_dot_rule()` makes the interpreter as strict as the strictest GPU, as the judge does:
+# instructions multiply fixed tiles (on NVIDIA GPUs `mma` with 16 rows and K = 16 for fp16 and bf16), and
+# Triton's NVIDIA back end states the smallest dot it compiles (`min_dot_size` in
+# `third_party/nvidia/backend/compiler.py`). The course's one rule:
+#
+# > every dimension (M, N and K) of every tl.dot is at least 16: what every supported Triton (3.0 to 3.9)
+# > compiles on a GPU; pad the tile (BLOCK = max(16, next power of two)) and mask the padding.
+#
+# A GQA group of 4 query heads is padded to 16 rows and the 12 extra rows are masked. Triton's interpreter
+# (since 3.3) accepts a dot of any size, so a tile that passes on a CPU can fail to compile on a GPU;
+# `primer.gpu_dot_rule()` makes the interpreter apply the rule, as the judge does for every Triton exercise:
 
 # %%
 @triton.jit
@@ -362,7 +381,7 @@ def group_scores(q_ptr, k_ptr, out_ptr, M, N, D: tl.constexpr, BLOCK_M: tl.const
     rows, keys, dims = tl.arange(0, BLOCK_M), tl.arange(0, BLOCK_N), tl.arange(0, D)
     q = tl.load(q_ptr + rows[:, None] * D + dims[None, :], mask=rows[:, None] < M, other=0.0)  # [BLOCK_M, D]
     k = tl.load(k_ptr + keys[:, None] * D + dims[None, :], mask=keys[:, None] < N, other=0.0)  # [BLOCK_N, D]
-    s = tl.dot(q.to(tl.float32), tl.trans(k.to(tl.float32)))  # [BLOCK_M, BLOCK_N]
+    s = tl.dot(q.to(tl.float32), tl.trans(k.to(tl.float32)), input_precision="ieee")  # [BLOCK_M, BLOCK_N]
     tl.store(out_ptr + rows[:, None] * N + keys[None, :], s, mask=(rows[:, None] < M) & (keys[None, :] < N))
 
 
@@ -379,7 +398,123 @@ for block_m in (16, 4):
         print(f"BLOCK_M = {block_m:2d}: refused by Triton: {broke}")
 
 # %% [markdown]
-# ## 8. The puzzles of exercise 135
+# **fp32 operands, and `input_precision`.** The kernel above converts its tiles to fp32 first and asks for
+# `input_precision="ieee"`. Without it, a GPU runs an fp32 `tl.dot` in tf32, which keeps 10 of the 23 bits
+# of each input's mantissa: fast, but the products are off by about 1e-3 relative, well past what the judge
+# allows in fp32 (1e-4). `input_precision="ieee"` asks for a true fp32 dot (the interpreter computes one
+# either way).
+# Here is the error tf32 would make, found in PyTorch by cutting the inputs' mantissas to 10 bits, next to
+# the ieee dot of the interpreter:
+
+# %%
+@triton.jit
+def dot_ieee(a_ptr, b_ptr, out_ptr, BLOCK: tl.constexpr):
+    rows = tl.arange(0, BLOCK)  # [BLOCK]
+    offs = rows[:, None] * BLOCK + rows[None, :]  # [BLOCK, BLOCK]
+    a = tl.load(a_ptr + offs)  # [BLOCK, BLOCK] fp32
+    b = tl.load(b_ptr + offs)  # [BLOCK, BLOCK] fp32
+    tl.store(out_ptr + offs, tl.dot(a, b, input_precision="ieee"))  # [BLOCK, BLOCK] a true fp32 dot
+
+
+def to_tf32(t):
+    """t with each fp32 mantissa cut to tf32's 10 bits (rounded to nearest), as a GPU's tf32 dot reads it."""
+    bits = t.view(torch.int32)  # the same 32 bits as integers
+    return ((bits + 0x1000) & ~0x1FFF).view(torch.float32)  # round, then clear the low 13 bits
+
+
+a = torch.randn(16, 16, generator=gen).to(dev)  # [16, 16]
+b = torch.randn(16, 16, generator=gen).to(dev)  # [16, 16]
+exact = (a.double() @ b.double()).float()  # [16, 16] the fp32 answer
+out = torch.empty(16, 16, device=dev)
+dot_ieee[(1,)](a, b, out, BLOCK=16)
+tf32_error = ((to_tf32(a).double() @ to_tf32(b).double()).float() - exact).abs().max().item()
+print(f"ieee dot: within 1e-4 of the exact product: {torch.allclose(out, exact, rtol=1e-4, atol=1e-4)}; "
+      f"a tf32 dot would be off by up to {tf32_error:.0e}")
+
+# %% [markdown]
+# A dot's result is a tile like any other, so it can feed the next dot: `tl.dot(p, v)` multiplies a
+# `[BLOCK_M, BLOCK_N]` tile computed in the kernel by a `[BLOCK_N, D]` tile it loaded, and every dimension of
+# that second dot (M, N and K = BLOCK_N) is at least 16 too. Give both operands one dtype
+# (`p.to(v.dtype)`, or both in fp32).
+
+# %% [markdown]
+# ## 8. A tile gathered through a block table, with a running max
+#
+# The last piece is the one a paged attention kernel is built on: read a sequence's keys from the paged cache
+# `[N, S, H_kv, D]` a tile of `BLOCK_N` positions at a time, each position's row found through the block
+# table, and keep a value that runs over the tiles. Here the value is the max of each of the D features over
+# the sequence's keys (and their sum), one program per sequence and KV head. What is new:
+#
+# - **Float tiles that live across the loop**: `tl.full([BLOCK_D], float("-inf"), tl.float32)` and
+#   `tl.zeros([BLOCK_D], tl.float32)` make them before it. A value carried by a loop keeps its shape and
+#   dtype from one step to the next, so give it both at the start (fp32, whatever the cache's dtype).
+# - **`tl.max(tile, axis=0)` then `tl.maximum(m, ...)`**: the first reduces a `[BLOCK_N, BLOCK_D]` tile to
+#   one max per feature, the second merges two tiles lane by lane (`torch.maximum`). `tl.max` of a single
+#   tile would forget the tiles before.
+# - **The gather**: the table entry of position `tok` is `block_tables[seq, tok // BLOCK_SIZE]`, its cache
+#   row `slot = block * BLOCK_SIZE + tok % BLOCK_SIZE`, and its KV head `j` starts at element
+#   `(slot * H_kv + j) * D`. The positions past the context are masked in both loads: the table holds -1
+#   there, and block -1 is memory before the cache. The slot is computed in int64 (notebook 10 says why).
+# - **An early `return`**: a padded sequence of context 0 has nothing to read; its program returns before it
+#   writes anything (its output row keeps what was there).
+
+# %%
+@triton.jit
+def key_max_and_sum(k_cache_ptr, block_tables_ptr, context_lens_ptr, max_ptr, sum_ptr, table_stride,
+                    NUM_KV_HEADS: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_SIZE: tl.constexpr,
+                    BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr):
+    seq = tl.program_id(0)
+    kv_head = tl.program_id(1)
+    context_len = tl.load(context_lens_ptr + seq)
+    if context_len == 0:  # a padded sequence: nothing to read, nothing to write
+        return
+    offs_n = tl.arange(0, BLOCK_N)  # [BLOCK_N]
+    offs_d = tl.arange(0, BLOCK_D)  # [BLOCK_D]
+    d_mask = offs_d < HEAD_DIM
+    m = tl.full([BLOCK_D], float("-inf"), tl.float32)  # [BLOCK_D] running max of each feature
+    total = tl.zeros([BLOCK_D], tl.float32)  # [BLOCK_D] running sum
+    for start in range(0, context_len, BLOCK_N):
+        tok = start + offs_n  # [BLOCK_N] positions in the sequence
+        in_ctx = tok < context_len
+        block = tl.load(block_tables_ptr + seq * table_stride + tok // BLOCK_SIZE, mask=in_ctx, other=0)
+        slot = block.to(tl.int64) * BLOCK_SIZE + tok % BLOCK_SIZE  # [BLOCK_N] cache rows, int64
+        offs = (slot * NUM_KV_HEADS + kv_head)[:, None] * HEAD_DIM + offs_d[None, :]  # [BLOCK_N, BLOCK_D]
+        mask = in_ctx[:, None] & d_mask[None, :]  # [BLOCK_N, BLOCK_D]
+        k = tl.load(k_cache_ptr + offs, mask=mask, other=float("-inf")).to(tl.float32)  # [BLOCK_N, BLOCK_D]
+        m = tl.maximum(m, tl.max(k, axis=0))  # [BLOCK_D] this tile merged into the running max
+        total += tl.sum(tl.where(mask, k, 0.0), axis=0)  # [BLOCK_D]
+    out = (seq * NUM_KV_HEADS + kv_head) * HEAD_DIM + offs_d  # [BLOCK_D]
+    tl.store(max_ptr + out, m, mask=d_mask)
+    tl.store(sum_ptr + out, total, mask=d_mask)
+
+
+# %% [markdown]
+# Three sequences of 13, 40 and 5 tokens at block size 4, 2 KV heads of 24 features (`BLOCK_D = 32`), tiles of
+# 16 positions, in a cache whose other rows are NaN; a fourth, padded sequence has context 0. The check is
+# PyTorch on each sequence's own keys (kept by `make_paged_batch` before it scattered them into the cache):
+
+# %%
+import pagedkv_lib as pk
+
+batch = pk.make_paged_batch([13, 40, 5], 4, 2, 2, 24, seed=1, device=dev, extra_padding=1)
+tables = torch.cat([batch.block_tables, torch.full_like(batch.block_tables[:1], -1)])  # [4, M] a padded row
+context_lens = torch.cat([batch.context_lens, torch.zeros_like(batch.context_lens[:1])])  # [4] last: 0
+B, H_kv, D = 4, 2, 24
+key_max = torch.full((B, H_kv, D), -7.0, device=dev)  # -7: not written
+key_sum = torch.full((B, H_kv, D), -7.0, device=dev)
+key_max_and_sum[(B, H_kv)](batch.k_cache, tables, context_lens, key_max, key_sum, tables.stride(0),
+                           NUM_KV_HEADS=H_kv, HEAD_DIM=D, BLOCK_SIZE=4, BLOCK_N=16, BLOCK_D=32)
+for b, keys in enumerate(batch.keys):  # keys: [n, H_kv, D]
+    print(f"sequence {b} ({keys.shape[0]:2d} tokens): max equals keys.amax(0): "
+          f"{torch.equal(key_max[b], keys.amax(0))}, sum close to keys.sum(0): "
+          f"{torch.allclose(key_sum[b], keys.sum(0), atol=1e-5)}")
+print("sequence 3 (context 0): untouched:", bool((key_max[3] == -7).all() and (key_sum[3] == -7).all()))
+
+# %% [markdown]
+# Exercise 131 reads its K and V tiles exactly this way; what it adds is notebook 11's: scores from a
+# `tl.dot`, the running sum and the accumulator rescaled whenever the running max grows.
+#
+# ## 9. The puzzles of exercise 135
 #
 # Four puzzles, each a few sentences, a formula, a PyTorch spec (`pagedkv_lib.kernels.triton_primer`), and
 # the judge's cases as the check. Each launcher writes into an `out` it is given; the judge puts `out`
@@ -470,18 +605,16 @@ def scores_triton(q, k, out):
 result = judge(135)
 
 # %% [markdown]
-# Once your launchers pass, `show_reference(135)` prints the PyTorch references they are graded against, and
-# the cell prints the library's kernels too (until then it says what to do first):
+# Once your launchers pass, `show_reference(135)` prints the library's own kernels and launchers
+# (`pagedkv_lib.kernels.triton_primer`), to compare with yours (until then it says what to do first); the
+# PyTorch specs they are graded against are the ones printed above:
 
 # %%
 # NBVAL_IGNORE_OUTPUT
 # (what it prints depends on your own progress)
 from pagedkv_lib.judge import show_reference
 
-if show_reference(135):
-    for kernel in (primer._gather_rows_kernel, primer._scale_columns_kernel, primer._row_softmax_kernel,
-                   primer._scores_kernel):
-        print(inspect.getsource(kernel.fn))
+shown = show_reference(135)  # True once it printed them
 
 # %% [markdown]
 # ## In real systems
@@ -489,7 +622,7 @@ if show_reference(135):
 # - **Triton's tutorials** (`triton-lang/triton:python/tutorials/01-vector-add.py`, `02-fused-softmax.py`,
 #   `03-matrix-multiplication.py`) teach the same steps: a masked 1-D block, one program per row with
 #   `other=-float("inf")`, 2-D tiles from strides and a `tl.dot` loop. Sasha Rush's Triton-Puzzles set the
-#   rhythm of section 8: a spec, a kernel, a check.
+#   rhythm of section 9: a spec, a kernel, a check.
 # - **nano-vllm** (`nanovllm/layers/attention.py`): `store_kvcache_kernel` is puzzle 1 turned around, one
 #   program per token, `if slot == -1: return`, and the row stride passed because k and v are views into
 #   the fused qkv projection.

@@ -8,31 +8,6 @@
 # what it reads and writes, compute its addresses from strides, mask a row whose length is not a power of
 # two, skip the padding slot -1, check it against the PyTorch version, and say how fast it can possibly be.
 
-# %%
-import sys
-
-if "google.colab" in sys.modules:  # Colab: clone the course and install it (pagedkv_lib/environment.py)
-    import os
-    import subprocess
-
-    url = os.environ.get("PAGEDKV_COURSE_REPO", "https://github.com/pagedkv-course/pagedkv-course")
-    home = os.environ.get("PAGEDKV_COURSE_DIR", "/content/course")
-    if not os.path.isdir(home) and subprocess.run(["git", "clone", "-q", url, home],
-                                                  capture_output=True).returncode:
-
-        class CourseSetupError(Exception):
-            def _render_traceback_(self):  # a notebook shows this one line, not a traceback
-                return [str(self)]
-
-        raise CourseSetupError(f"Could not clone the course from {url}; check the address and the network.")
-    sys.path.insert(0, home)
-    from pagedkv_lib.environment import install_course
-
-    install_course(home)
-from pagedkv_lib.environment import describe_environment
-
-print(describe_environment())
-
 # %% [markdown]
 # ## Self-test
 #
@@ -45,6 +20,8 @@ print(describe_environment())
 # 4. What happens if the kernel does not skip a slot of -1?
 # 5. Storing 32,768 tokens of a bf16 layer with 8 KV heads of 128: how many bytes move, and what is the best
 #    possible time at 4.27 TB/s?
+# 6. `slot_mapping` is int32 and every slot fits in it. Why must the kernel still compute `slot * ROW` in
+#    int64?
 #
 # <details><summary>Answer</summary>
 #
@@ -59,6 +36,9 @@ print(describe_environment())
 # 5. K and V, each read once and written once: `2 x 2 x 32768 x 8 x 128 x 2 B = 268.4 MB`, plus 4 bytes of
 #    slot per token: 268.6 MB in all. The floor is 268.6 MB / 4.27 TB/s = 63 us; the H200 measured 69.6 us
 #    (section 6).
+# 6. The product is computed in int32 too, and `slot * ROW` passes `2**31 - 1` on a large cache (with 8 KV
+#    heads of 128, from slot 2,097,152 on): the row lands at a negative offset, before the cache. Widen first,
+#    `slot.to(tl.int64) * ROW` (section 4).
 #
 # </details>
 
@@ -212,10 +192,41 @@ print("store_v0 with two -1 slots: guard elements written (before, after) =", gu
 # - **Slot -1**: `store_v0` wrote the row before the cache. The kernel stores nothing for a negative slot
 #   (nano-vllm returns early).
 #
-# Two more details: compute `slot * ROW` in int64 (a large cache passes 2**31 elements), and let the launcher
-# check that each token's row is contiguous (`key.stride(2) == 1`, `key.stride(1) == D`) before it launches
-# one program per token.
+# Two more details: compute `slot * ROW` in int64 (below), and let the launcher check that each token's row is
+# contiguous (`key.stride(2) == 1`, `key.stride(1) == D`) before it launches one program per token.
 #
+# **Why int64.** `slot_mapping` is int32, and Triton computes `slot * ROW` in the type of its operands: int32,
+# which wraps past `2**31 - 1`. A cache whose offsets pass that (enough slots of a wide row: the cell prints
+# how many) then sends the last slots' rows to a negative offset, before the cache. `slot.to(tl.int64) * ROW`
+# widens first, so the product is exact. The kernel below also shows an early `return`: a program whose slot
+# is -1 (padding) leaves before it writes anything. It stores each token's offset computed both ways:
+
+# %%
+@triton.jit
+def row_offsets(slot_mapping_ptr, off32_ptr, off64_ptr, ROW: tl.constexpr):
+    t = tl.program_id(0)
+    slot = tl.load(slot_mapping_ptr + t)  # int32, as engines store the slot mapping
+    if slot < 0:  # padding: this program returns at once and writes nothing
+        return
+    tl.store(off32_ptr + t, slot * ROW)  # int32 * int32: wraps past 2**31 - 1
+    tl.store(off64_ptr + t, slot.to(tl.int64) * ROW)  # widened first: exact
+
+
+ROW_WIDE = 8 * 128  # 8 KV heads of 128: one slot's row
+first_wrapping = 2**31 // ROW_WIDE  # the first slot whose row starts at 2**31 elements or more
+slots = torch.tensor([5, -1, first_wrapping - 1, first_wrapping, 3_000_000], dtype=torch.int32, device=dev)
+off32 = torch.full((5,), -7, dtype=torch.int32, device=dev)  # -7: not written
+off64 = torch.full((5,), -7, dtype=torch.int64, device=dev)
+row_offsets[(5,)](slots, off32, off64, ROW=ROW_WIDE)
+want = torch.where(slots >= 0, slots.long() * ROW_WIDE, -7)  # PyTorch, in int64; -7 where skipped
+print(f"ROW = {ROW_WIDE}: offsets wrap from slot {first_wrapping:,} on, a cache of "
+      f"{first_wrapping * ROW_WIDE * 2 / 2**30:.0f} GiB of bf16 keys")
+for slot, a, b in zip(slots.tolist(), off32.tolist(), off64.tolist()):
+    print(f"  slot {slot:>9,}: int32 offset {a:>14,}   int64 offset {b:>14,}")
+print("int64 offsets equal PyTorch's slot * ROW:", torch.equal(off64, want),
+      "| int32 offsets do:", torch.equal(off32.long(), want))
+
+# %% [markdown]
 # The library's kernel has these fixes (`pagedkv_lib.kernels.triton_store_kvcache`). Here it is in the three
 # situations that broke `store_v0`, checked against `pk.store_kvcache` (the caches compared with NaN equal
 # to NaN), with the guards watched:

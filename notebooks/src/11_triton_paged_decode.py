@@ -9,31 +9,6 @@
 # fixes it without a host sync, check the library's kernel in Triton's interpreter against SDPA on contiguous
 # K/V, and read measured H200 figures honestly: where the kernel wins and where it only ties.
 
-# %%
-import sys
-
-if "google.colab" in sys.modules:  # Colab: clone the course and install it (pagedkv_lib/environment.py)
-    import os
-    import subprocess
-
-    url = os.environ.get("PAGEDKV_COURSE_REPO", "https://github.com/pagedkv-course/pagedkv-course")
-    home = os.environ.get("PAGEDKV_COURSE_DIR", "/content/course")
-    if not os.path.isdir(home) and subprocess.run(["git", "clone", "-q", url, home],
-                                                  capture_output=True).returncode:
-
-        class CourseSetupError(Exception):
-            def _render_traceback_(self):  # a notebook shows this one line, not a traceback
-                return [str(self)]
-
-        raise CourseSetupError(f"Could not clone the course from {url}; check the address and the network.")
-    sys.path.insert(0, home)
-    from pagedkv_lib.environment import install_course
-
-    install_course(home)
-from pagedkv_lib.environment import describe_environment
-
-print(describe_environment())
-
 
 # %% [markdown]
 # ## Self-test
@@ -54,6 +29,8 @@ print(describe_environment())
 #    splits are merged with each other first, and what must the merge do instead?
 # 8. vLLM's CUDA decode kernel runs v1 for 64 sequences of 4,096 tokens with 32 query heads, but v2 for one
 #    sequence of 4,096 tokens. Why, and why v2 for any sequence past 8,192 tokens?
+# 9. In Triton, `s` is a `[BLOCK_G, BLOCK_N]` tile of scores and `m` the `[BLOCK_G]` running max. Which calls
+#    give the new max, and how are the scores of positions past the context kept out of it?
 #
 # <details><summary>Answer</summary>
 #
@@ -80,6 +57,8 @@ print(describe_environment())
 #    512 tokens suffices or `num_seqs x num_heads > 512`. 64 x 32 = 2,048 thread blocks already fill the GPU;
 #    1 x 32 = 32 would not, so v2 splits into 8 partitions. Past 8,192 tokens v1's logits, one float per
 #    token in shared memory, no longer fit (section 10).
+# 9. `m_new = tl.maximum(m, tl.max(s, axis=1))`: a max per row (query head) of the tile, merged lane by lane
+#    with the running one. Before it, `s = tl.where(in_ctx[None, :], s, float("-inf"))` (section 3).
 #
 # </details>
 
@@ -174,15 +153,38 @@ exact = torch.softmax(scores, dim=0) @ values  # [D]
 print("acc / l equals softmax(scores) @ values:", torch.allclose(acc / l, exact, rtol=0, atol=1e-12))
 
 # %% [markdown]
+# In a Triton program the same recurrence runs for a whole group of query heads at once: `s` is a
+# `[BLOCK_G, BLOCK_N]` tile of scores, one row per query head, and every running value gets one entry per
+# row. Each line above has a Triton counterpart that notebook 09 showed (section 5 for masks and `-inf`,
+# section 6 for `axis=1`, section 7 for `tl.dot`, section 8 for the running max and the block-table gather):
+#
+# | PyTorch above (one query head) | Triton, a tile of `BLOCK_G` query heads |
+# |---|---|
+# | `m = float("-inf")` | `tl.full([BLOCK_G], float("-inf"), tl.float32)` |
+# | `l = 0.0` | `tl.zeros([BLOCK_G], tl.float32)` |
+# | `acc = torch.zeros(D)` | `tl.zeros([BLOCK_G, BLOCK_D], tl.float32)` |
+# | `tile.max()`, then `max(m, ...)` | `tl.max(s, axis=1)`, then `tl.maximum(m, ...)`: `[BLOCK_G]` |
+# | `math.exp(m - m_new)` | `tl.exp(m - m_new)`: `[BLOCK_G]` |
+# | `torch.exp(tile - m_new)` | `tl.exp(s - m_new[:, None])`: `[BLOCK_G, BLOCK_N]` |
+# | `p.sum()` | `tl.sum(p, axis=1)`: `[BLOCK_G]` |
+# | `acc * alpha + p @ v` | `acc * alpha[:, None] + tl.dot(p, v, input_precision="ieee")` (fp32 `p` and `v`) |
+#
+# Positions past the context must not count: their scores become `-inf` (`tl.where`) before the max, so
+# their `exp` is 0.
+
+# %% [markdown]
 # ## 4. GQA: read each K/V tile once per KV head
 #
 # With 32 query heads and 8 KV heads, query heads `4j .. 4j+3` all read KV head `j`. One program per query
 # head would load every K/V tile 4 times; one program per KV head loads it once and multiplies it by a `[4,
-# D]` block of queries. Triton before 3.5 compiles a `tl.dot` for a GPU only with at least 16 rows and 16
-# columns (notebook 09), so the kernel pads the group to `BLOCK_G = max(16, next power of two >= G)` and masks
-# the extra rows: wasted arithmetic, but arithmetic is free here, bytes are not. **If you use `tl.dot` in
-# exercise 131, pad the same way**: with G = 4, `BLOCK_G = 4` runs in the interpreter but fails to compile on
-# a GPU. For the shape the benchmark uses (bf16, 64 sequences of 4,096 tokens, H = 32, H_kv = 8, D = 128):
+# D]` block of queries. The course's dot rule (notebook 09, section 7): every dimension (M, N and K) of every
+# tl.dot is at least 16: what every supported Triton (3.0 to 3.9) compiles on a GPU; pad the tile (BLOCK =
+# max(16, next power of two)) and mask the padding. So the kernel pads the group to `BLOCK_G = max(16, next
+# power of two >= G)` and masks the extra rows: wasted arithmetic, but arithmetic is free here, bytes are not.
+# **If you use `tl.dot` in exercise 131, pad the same way** (the tile of keys and the head dimension too):
+# with G = 4, `BLOCK_G = 4` runs in the interpreter but fails to compile on a GPU, and the judge applies the
+# rule on the CPU. For the shape the benchmark uses (bf16, 64 sequences of 4,096 tokens, H = 32, H_kv = 8,
+# D = 128):
 
 # %%
 B, L, H, H_kv, D = 64, 4096, 32, 8, 128

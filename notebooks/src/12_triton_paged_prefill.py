@@ -9,31 +9,6 @@
 # a flat batch without asking the host, and why prefill is bound by arithmetic where decode is bound by
 # memory: both on one roofline.
 
-# %%
-import sys
-
-if "google.colab" in sys.modules:  # Colab: clone the course and install it (pagedkv_lib/environment.py)
-    import os
-    import subprocess
-
-    url = os.environ.get("PAGEDKV_COURSE_REPO", "https://github.com/pagedkv-course/pagedkv-course")
-    home = os.environ.get("PAGEDKV_COURSE_DIR", "/content/course")
-    if not os.path.isdir(home) and subprocess.run(["git", "clone", "-q", url, home],
-                                                  capture_output=True).returncode:
-
-        class CourseSetupError(Exception):
-            def _render_traceback_(self):  # a notebook shows this one line, not a traceback
-                return [str(self)]
-
-        raise CourseSetupError(f"Could not clone the course from {url}; check the address and the network.")
-    sys.path.insert(0, home)
-    from pagedkv_lib.environment import install_course
-
-    install_course(home)
-from pagedkv_lib.environment import describe_environment
-
-print(describe_environment())
-
 
 # %% [markdown]
 # ## Self-test
@@ -114,7 +89,10 @@ print("keys seen by each query, bottom right:", right.sum(1).tolist(), " top lef
 # with the G query heads of one KV head (GQA packed into the rows, as vLLM's unified kernel does). It loads
 # its `[BLOCK_M, D]` block of q once, then walks the sequence's keys in tiles of `BLOCK_N`: look up each key's
 # block in the table, load the `[BLOCK_N, D]` K and V rows of its KV head, one `tl.dot` for the scores, the
-# online softmax of notebook 11 per row, one `tl.dot` for the values. The rows are token-major:
+# online softmax of notebook 11 per row, one `tl.dot` for the values. Both dots follow the course's dot rule
+# (notebook 09, section 7): every dimension (M, N and K) of every tl.dot is at least 16: what every supported
+# Triton (3.0 to 3.9) compiles on a GPU; pad the tile (BLOCK = max(16, next power of two)) and mask the
+# padding. The rows are token-major:
 
 # %%
 G, BLOCK_M = 4, 16  # H = 8 query heads over H_kv = 2 KV heads; a small tile

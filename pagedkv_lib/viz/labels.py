@@ -2,8 +2,10 @@
 
 `place_labels` annotates points one after another; each label takes the first of a few offsets at which its
 text box, as the renderer measures it (`get_window_extent`), stays inside the axes and overlaps no label
-placed before, no text already in the axes, the legend, and (when it can) no marker. `overlaps` lists what
-still overlaps in a drawn axes: the test of every picture that uses it. Boxes are in display pixels.
+placed before, no text already in the axes, the legend, and (when it can) no marker. `place_text` puts one
+text at the first of a few positions where it covers no text, legend, line nor marker. `overlaps` lists what
+still overlaps in a drawn axes (texts, the legend, plotted lines, markers): the test of every picture with
+labels. Boxes are in display pixels.
 """
 from __future__ import annotations
 
@@ -26,13 +28,26 @@ def renderer(fig):
 
 
 def marker_boxes(ax, pad: float = MARKER_PAD) -> list[Bbox]:
-    """A small box around every scatter marker of `ax`, in display pixels."""
-    boxes = []
+    """A small box around every marker of `ax` (scatter points, and the markers of plotted lines), in display
+    pixels."""
+    centres = []
     for collection in ax.collections:
-        transform = collection.get_offset_transform()
-        for x, y in transform.transform(collection.get_offsets()):
-            boxes.append(Bbox.from_extents(x - pad, y - pad, x + pad, y + pad))
-    return boxes
+        centres.extend(collection.get_offset_transform().transform(collection.get_offsets()))
+    for line in ax.lines:
+        if line.get_visible() and line.get_marker() not in (None, "None", "", " "):
+            centres.extend(line.get_transform().transform(line.get_xydata()))
+    return [Bbox.from_extents(x - pad, y - pad, x + pad, y + pad) for x, y in centres]
+
+
+def drawn_lines(ax) -> list:
+    """The visible lines of `ax` drawn with a line style (plots, axhline, axvline), as display paths."""
+    return [line.get_transform().transform_path(line.get_path()) for line in ax.lines
+            if line.get_visible() and line.get_linestyle() not in ("None", "", " ")
+            and len(line.get_xydata()) > 1]
+
+
+def _covers_a_line(box: Bbox, paths) -> bool:
+    return any(path.intersects_bbox(box, filled=False) for path in paths)
 
 
 def _move(label, offset) -> None:
@@ -64,9 +79,10 @@ def merge_close(ax, anchors, pixels: float = 8.0, sep: str = ", ") -> list[tuple
 
 def place_labels(ax, anchors, offsets=OFFSETS, **text_kw) -> list:
     """Annotate each (x, y, text) of `anchors` (data coordinates) at the first offset in `offsets` (points)
-    where its box fits inside the axes and overlaps no other label or text, nor the legend, nor a marker;
-    failing that, the first where it overlaps no text nor the legend (markers allowed); failing that, the
-    first offset. Draw the axes' data and legend before: their positions must be final."""
+    where its box fits inside the axes and overlaps no other label or text, nor the legend, nor a marker,
+    nor a plotted line; failing that, the first where it overlaps no text nor the legend (markers and lines
+    allowed); failing that, the first offset. Draw the axes' data and legend before: their positions must
+    be final."""
     r = renderer(ax.figure)
     ax.figure.draw_without_rendering()
     inside = ax.get_window_extent(r)
@@ -74,15 +90,17 @@ def place_labels(ax, anchors, offsets=OFFSETS, **text_kw) -> list:
     if ax.get_legend() is not None:
         taken.append(ax.get_legend().get_window_extent(r))
     markers = marker_boxes(ax)
+    paths = drawn_lines(ax)
     placed = []
     for x, y, text in anchors:
         label = ax.annotate(text, (x, y), xytext=offsets[0], textcoords="offset points", **text_kw)
         choice = None
-        for avoid in (taken + markers, taken):
+        for avoid, lines in ((taken + markers, paths), (taken, [])):
             for offset in offsets:
                 _move(label, offset)
                 box = label.get_window_extent(r)
-                if inside.contains(box.x0, box.y0) and inside.contains(box.x1, box.y1) and _free(box, avoid):
+                fits = inside.contains(box.x0, box.y0) and inside.contains(box.x1, box.y1)
+                if fits and _free(box, avoid) and not _covers_a_line(box, lines):
                     choice = offset
                     break
             if choice is not None:
@@ -93,13 +111,45 @@ def place_labels(ax, anchors, offsets=OFFSETS, **text_kw) -> list:
     return placed
 
 
+def place_text(ax, text: str, positions, **text_kw):
+    """Put `text` at the first of `positions` ((x, y, ha, va), data coordinates) where its box lies inside the
+    axes and covers no other text, the legend, a plotted line or a marker; failing that, at the first. Draw
+    everything else before: its positions must be final."""
+    r = renderer(ax.figure)
+    ax.figure.draw_without_rendering()
+    inside = ax.get_window_extent(r)
+    taken = [t.get_window_extent(r) for t in ax.texts if t.get_text() and t.get_visible()]
+    if ax.get_legend() is not None:
+        taken.append(ax.get_legend().get_window_extent(r))
+    taken += marker_boxes(ax, pad=1.0)
+    paths = drawn_lines(ax)
+    label = ax.text(*positions[0][:2], text, ha=positions[0][2], va=positions[0][3], **text_kw)
+    for x, y, ha, va in positions:
+        label.set_position((x, y))
+        label.set_horizontalalignment(ha)
+        label.set_verticalalignment(va)
+        box = label.get_window_extent(r)
+        fits = inside.contains(box.x0, box.y0) and inside.contains(box.x1, box.y1)
+        if fits and _free(box, taken) and not _covers_a_line(box, paths):
+            return label
+    label.set_position(positions[0][:2])
+    label.set_horizontalalignment(positions[0][2])
+    label.set_verticalalignment(positions[0][3])
+    return label
+
+
 def overlaps(ax) -> list[str]:
-    """What overlaps in a drawn axes: two texts, a text and the legend, or a marker under the legend."""
+    """What overlaps in a drawn axes: two texts, a text and the legend, a marker under the legend, a text over
+    a plotted line (a curve, an axhline) or over a marker."""
     r = renderer(ax.figure)
     ax.figure.draw_without_rendering()
     texts = [(t.get_text(), t.get_window_extent(r)) for t in ax.texts if t.get_text() and t.get_visible()]
     found = [f"{a!r} and {b!r}" for i, (a, box_a) in enumerate(texts) for b, box_b in texts[i + 1:]
              if box_a.overlaps(box_b)]
+    paths = drawn_lines(ax)
+    markers = marker_boxes(ax, pad=1.0)
+    found += [f"{t!r} over a plotted line" for t, b in texts if _covers_a_line(b, paths)]
+    found += [f"{t!r} over a marker" for t, b in texts if any(b.overlaps(m) for m in markers)]
     legend = ax.get_legend()
     if legend is not None:
         box = legend.get_window_extent(r)

@@ -17,8 +17,8 @@ PALETTE = ["#5B8E7D", "#F4A259", "#3B6EA5", "#BC4B51", "#8CB369", "#9B7EDE", "#F
 def plot_program_map(owner, title: str = "", ax=None, tile: tuple | None = None) -> Figure:
     """`owner` [M, N] (or [N]): the id of the program that wrote each element, NaN where none did (a masked
     lane of a tile that reaches past the output, or an element no program covered). With `tile` =
-    (BLOCK_M, BLOCK_N) the tile edges are drawn and each tile is labelled with its program; without it, a
-    small map labels every element."""
+    (BLOCK_M, BLOCK_N) the tile edges are drawn and each tile is labelled with its program, in the middle of
+    the part it wrote (never on its masked lanes); without it, a small map labels every element."""
     owner = np.atleast_2d(np.asarray(owner, dtype=float))                   # [M, N]
     if ax is None:
         ax = Figure(figsize=(7.5, 0.5 + 0.32 * owner.shape[0]), dpi=80).add_subplot()
@@ -33,9 +33,12 @@ def plot_program_map(owner, title: str = "", ax=None, tile: tuple | None = None)
             ax.axvline(j - 0.5, color="#333333", lw=0.8)
         for i0 in range(0, owner.shape[0], bm):
             for j0 in range(0, owner.shape[1], bn):
-                pid = ids[i0, j0]
-                ax.text(j0 + (bn - 1) / 2, i0 + (bm - 1) / 2, f"program {pid}" if pid >= 0 else "",
-                        ha="center", va="center", fontsize=8)
+                written = np.argwhere(ids[i0:i0 + bm, j0:j0 + bn] >= 0)          # [k, 2] this tile's lanes
+                if len(written):                       # the label goes in the middle of what was written
+                    (r0, c0), (r1, c1) = written.min(axis=0), written.max(axis=0)
+                    pid = ids[i0 + r0, j0 + c0]
+                    ax.text(j0 + (c0 + c1) / 2, i0 + (r0 + r1) / 2, f"program {pid}", ha="center",
+                            va="center", fontsize=8)
     elif owner.size <= 400:
         for (i, j), pid in np.ndenumerate(ids):
             ax.text(j, i, "-" if pid < 0 else str(pid), ha="center", va="center", fontsize=7)

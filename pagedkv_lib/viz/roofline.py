@@ -180,7 +180,8 @@ def plot_roofline(points: list[dict], copy_gbs: float, methods: dict = DECODE_ME
     _log_axes(ax, "bytes moved per call", "time per call (us)",
               title or "on the line: as fast as a copy; above it: slower")
     on_line = [(p["bytes"], p["bytes"] / (copy_gbs * 1e3), p["shape"]) for p in sorted(points, key=_by_bytes)]
-    place_labels(ax, merge_close(ax, on_line, sep="\n"), fontsize=7, color="0.3")   # shapes, on the line
+    # shapes that move the same bytes share one point of the line, and one label on one line
+    place_labels(ax, merge_close(ax, on_line, sep=" = "), fontsize=7, color="0.3")
     return ax.figure
 
 
@@ -244,7 +245,7 @@ def plot_attention_roofline(points: list[dict], copy_gbs: float, matmul_tflops: 
     lo, hi = min(min(xs), ridge) / 4, max(max(xs), ridge) * 4
     ax.plot([lo, ridge, hi], [lo * copy_gbs / 1e3, matmul_tflops, matmul_tflops], color="black", lw=1,
             label=f"roof: copy {copy_gbs:.0f} GB/s, matmul {matmul_tflops:.0f} TFLOP/s")
-    ax.axvline(ridge, color="0.6", lw=0.6, ls="--")
+    ax.plot([ridge, ridge], [matmul_tflops / 30, matmul_tflops], color="0.6", lw=0.6, ls="--")  # label up
     ax.annotate(f"ridge {ridge:.0f} FLOP/B", (ridge, matmul_tflops / 30), fontsize=7, color="0.3",
                 xytext=(4, 0), textcoords="offset points")
     for kind, marker in (("decode", "o"), ("prefill", "*")):

@@ -2,7 +2,8 @@
 
     draw_break_even(ax, model, shapes, lengths, links)   per model, the link bandwidth at which transferring
                                                          costs what recomputing does, by context length;
-                                                         the links as horizontal lines, crossovers marked
+                                                         the links as horizontal lines, crossovers marked,
+                                                         each link named where no curve runs
     draw_measured(ax, rows)                              the two ranks' measured seconds per token of context
 Every number comes from `pagedkv_lib.studies.transfer_cost` or from the rows `transfer_timing_rank` returns;
 this module only draws.
@@ -12,6 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from pagedkv_lib.studies.transfer_cost import LINKS, break_even_gbs, transfer_crossover_tokens
+
+from .labels import place_text
 
 LINK_STYLES = ("-", "--", "-.", ":")
 
@@ -32,10 +35,6 @@ def draw_break_even(ax, model, shapes, lengths, links=LINKS) -> dict:
                 ax.plot([cross], [link.gbs], "o", color=line.get_color(), ms=6, zorder=3)
     for style, link in zip(LINK_STYLES * 2, links):
         ax.axhline(link.gbs, color="0.35", lw=1, ls=style)
-        crowded = any(link.gbs < other.gbs < 1.5 * link.gbs for other in links)   # a label just above
-        y, va = (link.gbs / 1.08, "top") if crowded else (link.gbs * 1.08, "bottom")
-        ax.text(lengths[-1], y, f"{link.name}, {link.gbs:.0f} GB/s", fontsize=8, color="0.25", va=va,
-                ha="right")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("context length (tokens)")
@@ -43,6 +42,13 @@ def draw_break_even(ax, model, shapes, lengths, links=LINKS) -> dict:
     ax.set_ylim(top=6 * max(link.gbs for link in links))                        # room for the legend
     ax.legend(fontsize=8, loc="upper right", ncol=2)
     ax.grid(True, which="major", alpha=0.3)
+    for link in links:                       # each name just above or below its line, where no curve runs
+        above, below = (link.gbs * 1.08, "bottom"), (link.gbs / 1.08, "top")
+        crowded = any(link.gbs < other.gbs < 1.5 * link.gbs for other in links)   # a label just above
+        sides = (below, above) if crowded else (above, below)
+        positions = [(x, y, ha, va) for x, ha in ((lengths[-1], "right"), (lengths[0], "left"))
+                     for y, va in sides]
+        place_text(ax, f"{link.name}, {link.gbs:.0f} GB/s", positions, fontsize=8, color="0.25")
     return crossings
 
 
