@@ -2,7 +2,7 @@
 size, how many sequences a pool holds, and what a decode step costs in the multi-head and the absorbed form.
 
 Exports: `MLAShape`, `DEEPSEEK_V3`, `LLAMA_405B`, `fp8_record_bytes`, `bytes_per_token_rows`,
-`capacity_rows`, `decode_cost_rows`, `CostRow`.
+`capacity_rows`, `capacity_table`, `decode_cost_rows`, `cost_table`, `CostRow`.
 
 Per token and layer MLA stores C + R numbers (the latent and the shared RoPE key) where GQA stores
 2 x H_kv x D and the multi-head form it replaces would store H x (Dn + R) keys and H x Dv values. FlashMLA's
@@ -105,7 +105,9 @@ class CostRow:
 
     @property
     def flops_per_cache_byte(self) -> float:
-        return self.attention_flops / self.cache_bytes
+        """Every FLOP of the step over the cache bytes it reads: above a GPU's peak FLOP/s over its bytes/s a
+        step is compute-bound."""
+        return (self.attention_flops + self.projection_flops) / self.cache_bytes
 
 
 def decode_cost_rows(shape: MLAShape, context_len: int, dtype_bytes: int = 2) -> list[CostRow]:
@@ -126,3 +128,25 @@ def decode_cost_rows(shape: MLAShape, context_len: int, dtype_bytes: int = 2) ->
         CostRow("latent, un-absorbed", multihead_attention, 2 * n * C * H * (Dn + Dv), latent),
         CostRow("latent, absorbed", 2 * n * H * (C + R) + 2 * n * H * C, 2 * H * C * (Dn + Dv), latent),
     ]
+
+
+def capacity_table(pool_bytes: int, context_len: int, block_size: int = FLASHMLA_BLOCK_SIZE) -> str:
+    """Bytes per token (one layer, every layer) and sequences of context_len that fit in pool_bytes."""
+    rows = capacity_rows(pool_bytes, context_len, block_size)
+    lines = [f"{'model':15s} {'cache':27s} {'B/token/layer':>13s} {'B/token':>10s} {'sequences':>9s}"]
+    for form, fits in rows:
+        lines.append(f"{form.model:15s} {form.form:27s} {form.bytes_per_layer:13,d} "
+                     f"{form.bytes_per_token:10,d} {fits:9,d}")
+    return "\n".join(lines)
+
+
+def cost_table(shape: MLAShape, context_lens=(1024, 32768), dtype_bytes: int = 2) -> str:
+    """Per context length and form: attention and projection GFLOPs, cache MB read, FLOPs per cache byte."""
+    lines = [f"{'context':>7s} {'form':20s} {'attention GFLOP':>15s} {'projection GFLOP':>16s} "
+             f"{'cache MB':>9s} {'FLOP/byte':>9s}"]
+    for n in context_lens:
+        for row in decode_cost_rows(shape, n, dtype_bytes):
+            lines.append(f"{n:7,d} {row.form:20s} {row.attention_flops / 1e9:15.3f} "
+                         f"{row.projection_flops / 1e9:16.3f} {row.cache_bytes / 1e6:9.2f} "
+                         f"{row.flops_per_cache_byte:9.1f}")
+    return "\n".join(lines)
