@@ -14,7 +14,7 @@ qk_nope_head_dim 128, v_head_dim 128); Llama 3.1 405B, meta-llama/llama-models@0
 (126 layers, 8 KV heads, dim 16384 over 128 heads: head_dim 128).
 Caveat: a latent cache cannot be split by heads, so under tensor parallelism every rank holds all of it,
 where GQA's 8 KV heads split over 8 GPUs; DeepSeek decodes without tensor parallelism
-(FlashMLA docs/20250422-new-kernel-deep-dive.md).
+(deepseek-ai/FlashMLA:docs/20250422-new-kernel-deep-dive.md).
 """
 from __future__ import annotations
 
