@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from pagedkv_lib.core.rotary import apply_rope_interleaved
+from pagedkv_lib.core.rotary import apply_rope_interleaved  # noqa: F401  (the stub keeps it for your code)
 
 
 def mla_decode_absorbed(q: torch.Tensor, kv_cache: torch.Tensor, block_tables: torch.Tensor,
@@ -31,9 +31,9 @@ def mla_decode_absorbed(q: torch.Tensor, kv_cache: torch.Tensor, block_tables: t
         w_uk: [H, Dn, C], w_uv: [H, Dv, C], q's dtype: head h's key is [w_uk[h] @ c ; k_pe], its value
             w_uv[h] @ c (C = w_uk.shape[2], R = kv_cache.shape[2] - C). Read-only.
         cos, sin: [B, R / 2] float64: the RoPE angles of each query's position. Rotate q's RoPE part with
-            pagedkv_lib.core.rotary.apply_rope_interleaved(x, cos[:, None], sin[:, None]) (pairs (2i, 2i+1)).
+            apply_rope_interleaved(x, cos[:, None], sin[:, None]), imported above (pairs (2i, 2i + 1)).
     Returns: a new [B, H, Dv] tensor of q's dtype: out[b, h] = softmax_j(q_h . k_j * scale) . v_j over the
-        context of b, with q_h = [q_nope ; RoPE(q_pe)] and scale = 1 / sqrt(Dn + R), the head dim of q_h . k_j.
+        context of b, with q_h = [q_nope ; RoPE(q_pe)] and scale = 1 / sqrt(Dn + R) (the head dim of q_h).
         Compute in q's dtype; the judge compares with the multi-head form (every key and value up-projected)
         in float64 at atol = rtol = 1e-9 (1e-4 for float32).
     Mutates nothing and keeps nothing between calls: each layer of a model calls it with its own cache and
