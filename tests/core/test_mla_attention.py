@@ -51,7 +51,7 @@ def sdpa_multihead(batch, layer) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"S{c[1]}-lens{c[0]}")
-def test_multihead_form_equals_sdpa_on_contiguous_keys_and_values(case):
+def test_138_multihead_form_equals_sdpa_on_contiguous_keys_and_values(case):
     lens, S, H, C, R, Dn, Dv, L, pad = case
     batch = make_mla_batch(lens, S, H, C, R, Dn, Dv, num_layers=L, extra_padding=pad, seed=3)
     for layer in range(L):
@@ -61,7 +61,7 @@ def test_multihead_form_equals_sdpa_on_contiguous_keys_and_values(case):
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"S{c[1]}-lens{c[0]}")
-def test_absorbed_form_equals_the_multihead_form_in_float64(case):
+def test_138_absorbed_form_equals_the_multihead_form_in_float64(case):
     lens, S, H, C, R, Dn, Dv, L, pad = case
     batch = make_mla_batch(lens, S, H, C, R, Dn, Dv, num_layers=L, extra_padding=pad, seed=5)
     for layer in range(L):
@@ -70,7 +70,7 @@ def test_absorbed_form_equals_the_multihead_form_in_float64(case):
                                    rtol=1e-12)
 
 
-def test_absorbed_form_in_float32_is_within_float32_rounding():
+def test_138_absorbed_form_in_float32_is_within_float32_rounding():
     batch = make_mla_batch([40, 9], 16, 4, 64, 16, 16, 8, dtype=torch.float32, seed=2)
     args = layer_args(batch, 0)
     torch.testing.assert_close(mla_decode_absorbed(*args), mla_decode_multihead(*args), atol=2e-5, rtol=2e-5)
@@ -86,7 +86,7 @@ def test_the_latent_query_is_w_uk_transposed_times_q_nope_then_the_rotated_rope_
                                                                          batch.sin[:, None]))
 
 
-def test_scale_is_of_the_multihead_head_dim_and_the_wrong_one_changes_the_answer():
+def test_138_scale_is_of_the_multihead_head_dim_and_the_wrong_one_changes_the_answer():
     assert mla_scale(128, 64) == 192 ** -0.5
     batch = make_mla_batch([30], 16, 4, 32, 8, 8, 8, seed=4)
     q_latent = absorb_query(batch.q[0], batch.w_uk[0], batch.cos, batch.sin)
