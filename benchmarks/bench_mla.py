@@ -7,7 +7,8 @@ Shapes (core/mla_attention.py): H = 128 query heads, C = kv_lora_rank 512, R = 6
 (FlashMLA's), bf16; batch B in 1..128, every context n tokens (1k..32k), tables shuffled over the pool.
 Per call: FLOPs = B * 2 * H * n * (W + C) (scores, then p . c); bytes = B * n * W * 2 (the latent rows, read
 once) + q and the output. Times as in bench_decode.py: median CUDA-graph replay over rotated input sets
-(gpu_harness.time_calls). Several kernel configs (BLOCK_H, BLOCK_N, warps, stages) per shape; the table
+(gpu_harness.time_calls). Several kernel configs (BLOCK_H, BLOCK_N, warps, stages) per shape, each with the
+split count `choose_num_splits` gives it (v2 split-KV when B x H / BLOCK_H programs leave SMs idle); the table
 shows the fastest and the JSON keeps all. The PyTorch reference (a loop over sequences) is timed for B <= 8.
 --smoke: tiny shapes in Triton's interpreter on the CPU, to show the script runs end to end (its times mean
 nothing). Writes OUT/bench_mla.json and OUT/bench_mla.txt.
@@ -26,6 +27,7 @@ from gpu_harness import (
     log,
     measure_copy_bandwidth,
     measure_matmul_tflops,
+    num_sms,
     rel_err,
     rotated_sets,
     time_calls,
@@ -33,7 +35,7 @@ from gpu_harness import (
 )
 
 from pagedkv_lib.core.mla_attention import mla_latent_attention, mla_scale
-from pagedkv_lib.kernels.triton_mla_decode import launch_mla_decode
+from pagedkv_lib.kernels.triton_mla_decode import choose_num_splits, launch_mla_decode
 
 FULL = dict(H=128, C=512, R=64, Dn=128, S=64, batches=(1, 8, 32, 64, 128),
             contexts=(1024, 4096, 16384, 32768))
@@ -72,12 +74,13 @@ def bench_shape(shape: dict, B: int, n: int, copy_gbs: float, matmul_tflops: flo
     reference = mla_latent_attention(s0["q"], s0["kv_cache"], s0["block_tables"], s0["context_lens"], C,
                                      scale)
     for block_h, block_n, warps, stages in CONFIGS:
-        name = f"h{block_h}-n{block_n}-w{warps}-s{stages}"
-        entry = {}
+        splits = choose_num_splits(B, H, n, num_sms(), block_h=block_h)
+        name = f"h{block_h}-n{block_n}-w{warps}-s{stages}-p{splits}"
+        entry = {"num_splits": splits}
 
-        def call(s, block_h=block_h, block_n=block_n, warps=warps, stages=stages):
+        def call(s, block_h=block_h, block_n=block_n, warps=warps, stages=stages, splits=splits):
             launch_mla_decode(s["q"], s["kv_cache"], s["block_tables"], s["context_lens"], C, scale, s["out"],
-                              block_h=block_h, block_n=block_n, num_warps=warps, num_stages=stages)
+                              splits, block_h=block_h, block_n=block_n, num_warps=warps, num_stages=stages)
 
         attempt(entry, call, s0)
         if "error" not in entry:

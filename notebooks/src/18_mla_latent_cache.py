@@ -260,8 +260,10 @@ print("Triton (float32) = multi-head (float64) to 1e-5:",
       torch.allclose(on_kernel.double(), reference, rtol=1e-5, atol=1e-5))
 
 # %% [markdown]
-# What the kernel leaves to the real one: FlashMLA splits long contexts across programs when the batch is
-# small (a scheduler plans the splits, `get_mla_metadata`), keeps 64 heads per thread block in two warpgroups,
+# When the batch is too small to give every SM a program (one sequence has only 128 / BLOCK_H of them), the
+# launcher cuts every context into the same number of splits and merges their partial softmaxes with the
+# decode kernel's reduction (notebook 11's split-KV). What it leaves to the real one: FlashMLA plans its
+# splits per sequence on the GPU (`get_mla_metadata`), keeps 64 heads per thread block in two warpgroups,
 # and reads the FP8 record. `benchmarks/bench_mla.py` times the course's kernel at DeepSeek-V3's decode
 # shapes (128 heads, C = 512, R = 64, pages of 64) on a GPU, against the measured copy bandwidth and matmul
 # rate.
