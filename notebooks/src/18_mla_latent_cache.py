@@ -119,6 +119,15 @@ print(f"\nlatent bf16 vs GQA bf16: {forms['latent c + RoPE key, bf16'] / forms['
       f"times the sequences; FP8 record vs GQA fp8: "
       f"{forms['FlashMLA FP8 record'] / forms['GQA K and V, fp8']:.2f} times")
 
+# %%
+import matplotlib.pyplot as plt
+
+from pagedkv_lib.viz import mla_plots
+
+fig, ax = plt.subplots(figsize=(7.5, 2.6), dpi=80)
+mla_plots.bytes_per_token_figure(POOL, CONTEXT, ax=ax)
+plt.show()
+
 # %% [markdown]
 # Two things the table leaves out. DeepSeek-V3 also stores its weights (its 671B parameters dwarf Llama's
 # cache at short contexts), and the latent cannot be split by heads: under tensor parallelism every rank
