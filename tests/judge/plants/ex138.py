@@ -56,4 +56,8 @@ PLANTS = {
         ('    B, H, _ = q.shape',
          '    kv_cache.nan_to_num_(0.0)\n    B, H, _ = q.shape'),
     ], WA, 'every argument is read-only'),
+    'returns_float64': Plant([
+        ('out = q.new_empty(B, H, w_uv.shape[1])',
+         'out = torch.empty(B, H, w_uv.shape[1], dtype=torch.float64)'),
+    ], WA, "the query's shape and dtype"),
 }
