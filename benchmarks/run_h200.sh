@@ -4,8 +4,9 @@
 #
 #     bash benchmarks/run_h200.sh "$OUT"
 #
-# 1. the Triton kernels' tests natively (decode, prefill, store, the fp8 store, MLA decode), the engine's greedy
-#    equivalence on the Triton kernels (prefill included) and with an fp8 cache, the judge's GPU-only tests
+# 1. the Triton kernels' tests natively (decode, prefill, store, the fp8 store, MLA decode), the engine's
+#    greedy equivalence on the Triton kernels (prefill included) and with an fp8 cache, the judge's GPU-only
+#    tests
 # 2. sweep_kernels.py: correctness on awkward batches, then a short re-check of the defaults -> sweep.json
 # 3. bench_decode.py, bench_prefill.py: the kernels against every SDPA backend       -> bench_*.json / .txt
 # 4. the judge on the GPU case sets with --bench: exercises 130, 131, 133 (the reference solutions)
