@@ -4,8 +4,9 @@
 #
 #     bash benchmarks/run_h200.sh "$OUT"
 #
-# 1. the Triton kernels' tests natively (decode, prefill, store, the fp8 store), the engine's greedy
-#    equivalence on the Triton kernels (prefill included) and with an fp8 cache, the judge's GPU-only tests
+# 1. the Triton kernels' tests natively (decode, prefill, store, the fp8 store, MLA decode), the engine's
+#    greedy equivalence on the Triton kernels (prefill included) and with an fp8 cache, the judge's GPU-only
+#    tests
 # 2. sweep_kernels.py: correctness on awkward batches, then a short re-check of the defaults -> sweep.json
 # 3. bench_decode.py, bench_prefill.py: the kernels against every SDPA backend       -> bench_*.json / .txt
 # 4. the judge on the GPU case sets with --bench: exercises 130, 131, 133 (the reference solutions)
@@ -27,7 +28,7 @@ source "$(dirname "$0")/gpu_run_steps.sh"
 cat "$RUN/env.txt"
 
 step gpu_tests 170 "${PYTEST[@]}" tests/kernels/test_kernels_decode_attention.py tests/kernels/test_kernels_prefill_attention.py \
-    tests/kernels/test_kernels_store_kvcache.py tests/kernels/test_kv_quant_triton.py
+    tests/kernels/test_kernels_store_kvcache.py tests/kernels/test_kv_quant_triton.py tests/kernels/test_kernels_mla_decode.py
 step engine_tests 90 "${PYTEST[@]}" tests/engine/test_engine_equivalence.py tests/engine/test_engine_fp8.py
 step judge_gpu_tests 40 "${PYTEST[@]}" tests/judge/test_judge_130_131.py -k "tl_dot or cuda"
 step sweep 90 "$PY" -u benchmarks/sweep_kernels.py --out "$RUN" --budget-s 70

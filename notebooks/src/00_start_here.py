@@ -55,6 +55,7 @@
 # | 15 | RadixAttention, the other prefix cache | a radix tree against the hash chain | 136 |
 # | 16 | Swap or recompute | what a preemption costs, by model and length | |
 # | 17 | The KV cache across GPUs | tensor-parallel shards, prefill/decode disaggregation | 137 |
+# | 18 | MLA: a cache of latents | DeepSeek's latent cache, absorbed decode, a paged MLA kernel | 138 |
 #
 # Each exercise's number is the one key for the stub `practice/<id>_*.py`, the reference
 # `solutions/<id>_*.py` and the judge's hidden cases.
@@ -78,6 +79,7 @@
 # | 135 | Triton primer puzzles | medium |
 # | 136 | Radix cache | hard |
 # | 137 | KV transfer between instances | medium |
+# | 138 | Paged MLA decode, absorbed | hard |
 
 # %% [markdown]
 # ## 2. How to run it

@@ -49,6 +49,19 @@ def round_robin_tables(seq_lens: list[int], block_size: int) -> list[list[int]]:
     return tables
 
 
+def shuffled_tables(need: list[int], num_blocks: int, seed: int) -> list[list[int]]:
+    """Block tables of need[b] blocks each, taken in order from a seeded random permutation of the pool."""
+    if num_blocks < sum(need):
+        raise ValueError(f"num_blocks: {sum(need)} blocks needed, got {num_blocks}")
+    ids = list(range(num_blocks))
+    random.Random(seed).shuffle(ids)
+    tables, at = [], 0
+    for k in need:
+        tables.append(ids[at : at + k])
+        at += k
+    return tables
+
+
 def make_paged_batch(seq_lens: list[int], block_size: int, num_heads: int, num_kv_heads: int,
                      head_dim: int, q_lens: list[int] | None = None, *, seed: int = 0,
                      dtype=torch.float32, device="cpu", num_blocks: int | None = None,
@@ -69,14 +82,7 @@ def make_paged_batch(seq_lens: list[int], block_size: int, num_heads: int, num_k
         highest = max((b for t in block_tables or [] for b in t), default=-1)
         num_blocks = max(sum(need), highest + 1) + 3
     if block_tables is None:
-        if num_blocks < sum(need):
-            raise ValueError(f"num_blocks: {sum(need)} blocks needed, got {num_blocks}")
-        ids = list(range(num_blocks))
-        random.Random(seed).shuffle(ids)
-        block_tables, at = [], 0
-        for k in need:
-            block_tables.append(ids[at : at + k])
-            at += k
+        block_tables = shuffled_tables(need, num_blocks, seed)
     gen = torch.Generator().manual_seed(seed)
     shape = (num_blocks, block_size, num_kv_heads, head_dim)
     k_cache = torch.full(shape, garbage, dtype=dtype)                 # [N, S, H_kv, D]

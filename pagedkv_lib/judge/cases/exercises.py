@@ -90,4 +90,10 @@ CARDS = (
          {"transfer_kv": "pagedkv_lib.distributed.kv_transfer:transfer_kv"},
          forbidden=tuple(f"pagedkv_lib.distributed.kv_transfer:{n}"
                          for n in ("gather_blocks", "scatter_blocks", "receive_blocks"))),
+    card(138, "mla_decode", "Paged MLA decode, absorbed", "hard", "18 MLA: a cache of latents",
+         {"mla_decode_absorbed": "pagedkv_lib.core.mla_attention:mla_decode_multihead"},
+         forbidden=tuple(f"pagedkv_lib.core.mla_attention:{n}" for n in (
+             "mla_decode_absorbed", "absorb_query", "mla_latent_attention", "gather_latents")),
+         reference=("pagedkv_lib.core.mla_attention:mla_decode_absorbed",
+                    "pagedkv_lib.core.mla_attention:mla_latent_attention")),
 )

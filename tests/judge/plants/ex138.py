@@ -1,0 +1,63 @@
+# ruff: noqa: E501  (planted bugs quote whole lines of the solution)
+"""Planted bugs of exercise 138: each a copy of solutions/138_*.py with one classic mistake, the verdict it
+must get and words the hint (or message) of its first failing case must contain (see plants/__init__.py)."""
+from plants import RE, WA, Plant  # noqa: F401
+
+PLANTS = {
+    'rope_applied_to_the_latent': Plant([
+        ('    out = q.new_empty(B, H, w_uv.shape[1]) ',
+         '    R = W - C\n    q_c = torch.cat((apply_rope_interleaved(q_c[..., :R], cos[:, None], sin[:, None]), q_c[..., R:]), -1)\n    out = q.new_empty(B, H, w_uv.shape[1]) '),
+    ], WA, 'RoPE was applied to the latent query'),
+    'query_rope_forgotten': Plant([
+        ('q_pe = apply_rope_interleaved(q[..., Dn:], cos[:, None], sin[:, None])',
+         'q_pe = q[..., Dn:]'),
+    ], WA, "RoPE part was not rotated"),
+    'rope_key_not_shared_across_heads': Plant([
+        ('k_pe = rows[:, None, C:].expand(-1, H, W - C)',
+         'k_pe = rows[:, C:].repeat(H, 1).reshape(n, H, W - C)'),
+    ], WA, 'not shared across heads'),
+    'w_uk_transposed': Plant([
+        ('torch.einsum("bhd,hdc->bhc", q[..., :Dn], w_uk)',
+         'torch.einsum("bhd,hcd->bhc", q[..., :Dn], w_uk)'),
+    ], WA, 'absorbed transposed'),
+    'scale_of_the_latent_dimension': Plant([
+        ('scale = (Dn + W - C) ** -0.5',
+         'scale = W ** -0.5'),
+    ], WA, 'not 1 / sqrt(C + R)'),
+    'scale_of_the_latent_alone': Plant([
+        ('scale = (Dn + W - C) ** -0.5',
+         'scale = C ** -0.5'),
+    ], WA, 'not 1 / sqrt(C)'),
+    'last_partial_page_dropped': Plant([
+        ('blocks = block_tables[b, : -(-n // S)].long()',
+         'blocks = block_tables[b, : n // S].long()'),
+    ], WA, 'last partial page was dropped'),
+    'tail_of_last_block_not_cut': Plant([
+        ('rows = kv_cache[blocks].reshape(-1, W)[:n]',
+         'rows = kv_cache[blocks].reshape(-1, W)'),
+    ], WA, "the last block's unused tail was read"),
+    'masks_the_scores_but_not_the_rows': Plant([
+        ('rows = kv_cache[blocks].reshape(-1, W)[:n]',
+         'rows = kv_cache[blocks].reshape(-1, W)'),
+        ('k_pe)   # [H, n]',
+         'k_pe)\n        scores[:, n:] = float("-inf")'),
+    ], WA, '0 x NaN'),
+    'reads_the_padding_block': Plant([
+        ('blocks = block_tables[b, : -(-n // S)].long()',
+         'blocks = block_tables[b].long()'),
+        ('rows = kv_cache[blocks].reshape(-1, W)[:n]',
+         'rows = kv_cache[blocks].reshape(-1, W)[: len(blocks) * S]'),
+    ], WA, 'through the -1 padding'),
+    'absorbed_weights_kept_between_calls': Plant([
+        ('    B, H, _ = q.shape',
+         '    global _KEPT\n    if "_KEPT" not in globals():\n        _KEPT = (w_uk, w_uv)\n    w_uk, w_uv = _KEPT\n    B, H, _ = q.shape'),
+    ], WA, "layer 0's weights"),
+    'cleans_the_cache_in_place': Plant([
+        ('    B, H, _ = q.shape',
+         '    kv_cache.nan_to_num_(0.0)\n    B, H, _ = q.shape'),
+    ], WA, 'every argument is read-only'),
+    'returns_float64': Plant([
+        ('out = q.new_empty(B, H, w_uv.shape[1])',
+         'out = torch.empty(B, H, w_uv.shape[1], dtype=torch.float64)'),
+    ], WA, "the query's shape and dtype"),
+}

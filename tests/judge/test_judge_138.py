@@ -1,0 +1,34 @@
+"""Exercise 138's cases stand without the module they are judged against: a graded child's tree lacks the
+oracle's and the forbidden targets' modules, so ex138.py (and what it imports) must build and run its cases
+with core/mla_attention.py and the MLA kernel absent."""
+import subprocess
+import sys
+from pathlib import Path
+
+from pagedkv_lib.judge.cases import ex138
+
+ROOT = Path(__file__).resolve().parents[2]
+ABSENT = ("pagedkv_lib.core.mla_attention", "pagedkv_lib.kernels.triton_mla_decode")
+PROGRAM = f"""
+import importlib.abc, importlib.util, sys
+class Absent(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name in {ABSENT!r}:
+            raise ImportError("absent from the child's tree: " + name)
+sys.meta_path.insert(0, Absent())
+from pagedkv_lib.judge.cases import ex138
+spec = importlib.util.spec_from_file_location("solution", "solutions/138_mla_decode.py")
+solution = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(solution)
+cases = ex138.build(0)
+got = [ex138.run({{"mla_decode_absorbed": solution.mla_decode_absorbed}}, case) for case in cases]
+print(len(got), sorted(m for m in sys.modules if m in {ABSENT!r}))
+"""
+
+
+def test_138_cases_build_and_run_without_the_oracles_module():
+    done = subprocess.run([sys.executable, "-c", PROGRAM], cwd=ROOT, capture_output=True, text=True,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert int(done.stdout.split()[0]) == len(ex138.build(0))
+    assert done.stdout.strip().endswith("[]")
