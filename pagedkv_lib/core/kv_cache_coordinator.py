@@ -99,7 +99,8 @@ class KVCacheCoordinator:
         """Table entries for `num_tokens` tokens in every group (a new request's hit first); False, and
         nothing changed, when the pool cannot give every group what it needs."""
         computed = computed_blocks or [[] for _ in self.managers]
-        need = sum(m.num_blocks_to_allocate(request_id, num_tokens, c) for m, c in zip(self.managers, computed))
+        need = sum(manager.num_blocks_to_allocate(request_id, num_tokens, blocks)
+                   for manager, blocks in zip(self.managers, computed))
         if need > self.pool.num_free():
             return False
         for manager, blocks in zip(self.managers, computed):
