@@ -123,8 +123,8 @@ SHARED = ("remove_skipped_blocks and free drop only this request's reference (po
 TOUCH = ("a hit's blocks are shared: pool.touch each one that is not the null block (one more reference, "
          "out of the free queue if it was free)")
 WINDOW = ("a hit of L tokens needs only the blocks of its window: the query at position L reads tokens "
-          "L - sliding_window + 1 .. L - 1, so ceil((sliding_window - 1) / block_size) cached blocks in a row "
-          "before L, no more")
+          "L - sliding_window + 1 .. L - 1, so ceil((sliding_window - 1) / block_size) cached blocks in a "
+          "row before L, no more")
 
 
 def _hints(case_name: str, ops):
@@ -170,9 +170,9 @@ def _hit_hint(case_name: str, op, block_size: int, e, g) -> str:
         return WINDOW
     null = 0                                     # the harness takes block 0 as the null block
     if null in e and null not in g:
-        return ("search from the right: a sliding-window hit needs only the blocks of its window, the last "
-                "ceil((sliding_window - 1) / block_size) before its end, cached; the null block stands in for "
-                "the blocks before them")
+        return ("search from the right: a sliding-window hit needs only the blocks of its window, the "
+                "last ceil((sliding_window - 1) / block_size) before its end, cached; the null block stands "
+                "in for the blocks before them")
     if len(g) < len(e):
         return WINDOW
     return "the hit holds the cached blocks of its window and the null block left of them"
