@@ -95,14 +95,18 @@ class KVCacheCoordinator:
                 return [hit[: length // self.block_size] for hit in hits], length
             length = agreed
 
+    def num_blocks_to_allocate(self, request_id: str, num_tokens: int, computed_blocks=None) -> int:
+        """Blocks the pool must give all groups for `allocate_slots` with the same arguments."""
+        computed = computed_blocks or [[] for _ in self.managers]
+        return sum(manager.num_blocks_to_allocate(request_id, num_tokens, blocks)
+                   for manager, blocks in zip(self.managers, computed))
+
     def allocate_slots(self, request_id: str, num_tokens: int, computed_blocks=None) -> bool:
         """Table entries for `num_tokens` tokens in every group (a new request's hit first); False, and
         nothing changed, when the pool cannot give every group what it needs."""
-        computed = computed_blocks or [[] for _ in self.managers]
-        need = sum(manager.num_blocks_to_allocate(request_id, num_tokens, blocks)
-                   for manager, blocks in zip(self.managers, computed))
-        if need > self.pool.num_free():
+        if self.num_blocks_to_allocate(request_id, num_tokens, computed_blocks) > self.pool.num_free():
             return False
+        computed = computed_blocks or [[] for _ in self.managers]
         for manager, blocks in zip(self.managers, computed):
             manager.allocate_slots(request_id, num_tokens, blocks)
         return True

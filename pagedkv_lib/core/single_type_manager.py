@@ -47,10 +47,11 @@ class SingleTypeManager:
     def num_blocks_to_allocate(self, request_id: str, num_tokens: int, computed_blocks=()) -> int:
         """Blocks the pool must give for `allocate_slots(request_id, num_tokens, computed_blocks)`: fresh
         blocks, plus the hit's blocks that sit in the free queue (vLLM counts those too)."""
-        table = self.block_tables.get(request_id, [])
-        have = len(table) + len(computed_blocks)
-        reused_free = sum(1 for b in computed_blocks if b != self.null_block and self.pool.ref_count(b) == 0)
-        return max(0, self.num_required_blocks(num_tokens) - have) + reused_free
+        have = len(self.block_tables.get(request_id, ())) + len(computed_blocks)
+        fresh = max(0, self.num_required_blocks(num_tokens) - have)
+        if not computed_blocks:
+            return fresh
+        return fresh + sum(1 for b in computed_blocks if b != self.null_block and self.pool.ref_count(b) == 0)
 
     def allocate_slots(self, request_id: str, num_tokens: int, computed_blocks=()) -> list[int] | None:
         """Give `request_id` table entries for `num_tokens` tokens; returns the fresh blocks.
