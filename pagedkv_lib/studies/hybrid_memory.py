@@ -1,6 +1,6 @@
 """The KV memory of hybrid models: layers grouped as vLLM groups them, one page size, bytes per sequence.
 
-Exports: `HybridModel`, `HYBRID_MODELS`, `layer_groups`, `page_bytes`, `state_block_size`,
+Exports: `HybridModel`, `HYBRID_MODELS`, `layer_pattern`, `layer_groups`, `page_bytes`, `state_block_size`,
 `blocks_per_sequence`, `kv_bytes_per_sequence`, `sequences_that_fit`, `capacity_table`.
 Units: bytes, tokens, blocks.
 
@@ -55,7 +55,7 @@ class HybridModel:
         return sum(1 for k in self.layer_kinds if k == kind)
 
 
-def _pattern(num_layers: int, period: int, kind: str) -> tuple[str, ...]:
+def layer_pattern(num_layers: int, period: int, kind: str) -> tuple[str, ...]:
     """Every `period`-th layer full attention (the last of each period), the others `kind`."""
     return tuple("full_attention" if (i + 1) % period == 0 else kind for i in range(num_layers))
 
@@ -64,10 +64,10 @@ SHAPE = dict(num_kv_heads=8, head_dim=128, dtype_bytes=2)
 HYBRID_MODELS: dict[str, HybridModel] = {
     m.name: m
     for m in (
-        HybridModel("full attention", _pattern(48, 1, "sliding_window"), **SHAPE),
-        HybridModel("5:1 local:global, W 1024", _pattern(48, 6, "sliding_window"), **SHAPE,
+        HybridModel("full attention", layer_pattern(48, 1, "sliding_window"), **SHAPE),
+        HybridModel("5:1 local:global, W 1024", layer_pattern(48, 6, "sliding_window"), **SHAPE,
                     sliding_window=1024),
-        HybridModel("alternating, W 128", _pattern(48, 2, "sliding_window"), **SHAPE,
+        HybridModel("alternating, W 128", layer_pattern(48, 2, "sliding_window"), **SHAPE,
                     sliding_window=128),
     )
 }
