@@ -408,7 +408,7 @@ shown = show_reference(139)
 #   for one group, `KVCacheCoordinatorNoPrefixCache` without caching. In that tree a retention interval also
 #   keeps sliding-window and Mamba checkpoints sparse; the course leaves it out.
 # - **The models**: `huggingface/transformers@008f5c8:src/transformers/models/gemma3/configuration_gemma3.py`
-#   (`sliding_window_pattern` 6, "5:1"; the Gemma 3 Technical Report, arXiv 2503.19786, gives the local span
+#   (`sliding_window_pattern` 6, "5:1"; the Gemma 3 Technical Report, arXiv:2503.19786, gives the local span
 #   as 1024), `openai/gpt-oss@0568dfc:gpt_oss/torch/model.py` (`sliding_window` 128 on even layers),
 #   `huggingface/transformers@008e574:src/transformers/models/qwen3_next/configuration_qwen3_next.py`
 #   (every 4th layer full attention, the others linear attention).

@@ -16,7 +16,7 @@ sequence of L computed tokens holds, per group,
     state:            1 block (the state, padded to the page: `state_block_size` picks the block_size).
 The layer patterns come from the models' own code: Gemma 3 interleaves 5 local layers per global one
 (transformers@008f5c8 models/gemma3/configuration_gemma3.py, `sliding_window_pattern` 6, "5:1"; the Gemma 3
-Technical Report, arXiv 2503.19786, gives its local span as 1024 tokens); gpt-oss alternates, every even layer
+Technical Report, arXiv:2503.19786, gives its local span as 1024 tokens); gpt-oss alternates, every even layer
 sliding with a window of 128 (openai/gpt-oss@0568dfc gpt_oss/torch/model.py: `layer_idx % 2 == 0`,
 `sliding_window: int = 128`); Qwen3-Next makes every 4th of its 48 layers full attention and the others
 Gated DeltaNet linear attention (transformers@008e574 models/qwen3_next/configuration_qwen3_next.py,
