@@ -241,14 +241,16 @@ for rule in (True, False):
 # %% [markdown]
 # ## 6. One page size for every group
 #
-# vLLM keeps ONE pool of blocks of one size (docs/design/hybrid_kv_cache_manager.md): the layers of one kind
-# are split into KV cache groups of the same number of layers, and a block of any group holds block_size
-# tokens of each of its layers. For the 5:1 pattern, 40 sliding and 8 full layers make 6 groups of 8; the
-# alternating one makes 2 groups of 24. A state layer's state is much larger than a block of attention, so
-# vLLM grows the attention block size until one page holds a state, and pads the state to the page. With
-# Qwen3-Next's shapes (transformers' `Qwen3NextConfig`: 2 KV heads of 256 in its full layers; 32 value
-# heads and 16 key heads of 128 and a convolution of width 4 in its linear-attention layers; states assumed
-# stored in bf16):
+# vLLM keeps ONE pool of blocks of one size
+# (`vllm-project/vllm@1153c0c:docs/design/hybrid_kv_cache_manager.md`): the layers of one kind are split into
+# KV cache groups of the same number of layers, and a block of any group holds block_size tokens of each of
+# its layers. For the 5:1 pattern, 40 sliding and 8 full layers make 6 groups of 8; the alternating one makes
+# 2 groups of 24. A state layer's state is much larger than a block of attention, so vLLM grows the attention
+# block size until one page holds a state, and pads the state to the page. With Qwen3-Next's shapes
+# (transformers' `Qwen3NextConfig`: 2 KV heads of 256 in its full layers; 32 value heads and 16 key heads of
+# 128 and a convolution of width 4 in its linear-attention layers). The state's size is the course's
+# assumption, not read from an engine: one key-by-value matrix per value head plus the convolution's last 3
+# inputs, stored in bf16:
 
 # %%
 for name in ("5:1 local:global, W 1024", "alternating, W 128"):

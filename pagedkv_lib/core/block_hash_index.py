@@ -1,12 +1,12 @@
 """BlockHashIndex: which physical block holds which full block of tokens, per KV cache group.
 
 vLLM keeps one map from a block hash to its block in its BlockPool (`cached_block_hash_to_block`), keyed by
-the hash AND the KV cache group, "so the same tokens of different groups are cached and evicted
-independently" (docs/design/hybrid_kv_cache_manager.md@1153c0c, "Prefix caching"). The course's BlockPool
-holds no hashes (block_pool.py), so the groups of a hybrid model share this index instead: a group
-registers a full block under (group_id, block_hash) once its tokens are computed, and whoever takes a block
-from the pool calls `drop(block)` first, since the block is about to hold other tokens. A freed block stays
-in the index (it can still be hit) until it is reused.
+the hash AND the KV cache group, so that the same tokens of different groups are cached and evicted
+independently (vllm-project/vllm@1153c0c:docs/design/hybrid_kv_cache_manager.md, "Prefix caching"). The
+course's BlockPool holds no hashes (block_pool.py), so the groups of a hybrid model share this index instead:
+a group registers a full block under (group_id, block_hash) once its tokens are computed, and whoever takes a
+block from the pool calls `drop(block)` first, since the block is about to hold other tokens. A freed block
+stays in the index (it can still be hit) until it is reused.
 """
 from __future__ import annotations
 

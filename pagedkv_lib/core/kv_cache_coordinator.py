@@ -1,14 +1,14 @@
 """KVCacheCoordinator: the KV cache of a hybrid model, one group per kind of layer over ONE block pool.
 
-vLLM's hybrid KV cache manager (docs/design/hybrid_kv_cache_manager.md@1153c0c; vllm/v1/core/
-kv_cache_coordinator.py@00b08dc, `HybridKVCacheCoordinator`): the layers are split into KV cache groups of
-one attention type each; every group has the same page size (bytes of one block), so one pool of blocks
-serves them all; each group has its own manager (single_type_manager.py, sliding_window_manager.py,
-state_manager.py) and block table per request. A request's prefix hit is the AGREEMENT of the groups: a
-length every group can serve. vLLM finds it as a fixed point: each group either accepts the candidate
-length or cuts it to its own longest hit within it, until a whole pass changes nothing (full attention,
-searched first, gives the first bound). Here a group with several layers stands for them all: the bytes of
-its layers are its page (studies/hybrid_memory.py does that arithmetic).
+vLLM's hybrid KV cache manager (vllm-project/vllm@1153c0c:docs/design/hybrid_kv_cache_manager.md;
+vllm/v1/core/kv_cache_coordinator.py@00b08dc, `HybridKVCacheCoordinator`): the layers are split into KV cache
+groups of one attention type each; every group has the same page size (bytes of one block), so one pool of
+blocks serves them all; each group has its own manager (single_type_manager.py, sliding_window_manager.py,
+state_manager.py) and block table per request. A request's prefix hit is the AGREEMENT of the groups: a length
+every group can serve. vLLM finds it as a fixed point: each group either accepts the candidate length or cuts
+it to its own longest hit within it, until a whole pass changes nothing (full attention, searched first, gives
+the first bound). Here a group with several layers stands for them all: the bytes of its layers are its page
+(studies/hybrid_memory.py does that arithmetic).
 
 `sliding_window_rule=False` gives the sliding-window groups full attention's hit rule (every block of the
 prefix must still be cached), the baseline that notebook 19 measures the rule against.

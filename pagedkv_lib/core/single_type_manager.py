@@ -1,12 +1,13 @@
 """The manager of one KV cache group: block tables, allocation and prefix hits for one kind of layer.
 
-vLLM v1 splits the hybrid KV cache manager in three (vllm/v1/core/, docs/design/hybrid_kv_cache_manager.md
-@1153c0c): a coordinator over the groups (kv_cache_coordinator.py here), one `SingleTypeKVCacheManager` per
-group (single_type_kv_cache_manager.py@002f349), and ONE block pool shared by all. This module holds the
-base, `SingleTypeManager`, and the full-attention group, `FullAttentionManager`; sliding_window_manager.py
-and state_manager.py hold the other kinds. Each group keeps its own block table per request (`block_tables`,
-keyed by request id), takes blocks from the shared `BlockPool` (block_pool.py) and registers its full
-blocks in a shared `BlockHashIndex` (block_hash_index.py) under its `group_id`.
+vLLM v1 splits the hybrid KV cache manager in three (vllm/v1/core/,
+vllm-project/vllm@1153c0c:docs/design/hybrid_kv_cache_manager.md): a coordinator over the groups
+(kv_cache_coordinator.py here), one `SingleTypeKVCacheManager` per group
+(single_type_kv_cache_manager.py@002f349), and ONE block pool shared by all. This module holds the base,
+`SingleTypeManager`, and the full-attention group, `FullAttentionManager`; sliding_window_manager.py and
+state_manager.py hold the other kinds. Each group keeps its own block table per request (`block_tables`, keyed
+by request id), takes blocks from the shared `BlockPool` (block_pool.py) and registers its full blocks in a
+shared `BlockHashIndex` (block_hash_index.py) under its `group_id`.
 
 `null_block` is a block the coordinator takes from the pool once and never frees, as vLLM's block 0: it
 stands in a block table for a block the group does not need (a sliding window's skipped blocks). It is

@@ -1,12 +1,12 @@
 """StateManager: the KV cache group of state layers (Mamba, linear attention: Jamba, Qwen3-Next).
 
-A state layer keeps no per-token keys and values: one fixed-size state per request, overwritten at every
-step. vLLM serves it from the same block pool as the attention layers (its `MambaManager`), one block per
-request, the state padded to the page size (docs/design/hybrid_kv_cache_manager.md@1153c0c, "Case 4": the
-attention block_size grows until one page holds a state; studies/hybrid_memory.py computes it). Prefix
+A state layer keeps no per-token keys and values: one fixed-size state per request, overwritten at every step.
+vLLM serves it from the same block pool as the attention layers (its `MambaManager`), one block per request,
+the state padded to the page size (vllm-project/vllm@1153c0c:docs/design/hybrid_kv_cache_manager.md, "Case 4":
+the attention block_size grows until one page holds a state; studies/hybrid_memory.py computes it). Prefix
 caching of states came later and differently (states checkpointed at block boundaries); this course's group
-keeps the design doc's rule, "prefix caching support of the mamba model is WIP": no hit, so a model with
-state layers gets no prefix hit from the coordinator.
+keeps the design doc's rule, "prefix caching support of the mamba model is WIP": no hit, so a model with state
+layers gets no prefix hit from the coordinator.
 """
 from __future__ import annotations
 

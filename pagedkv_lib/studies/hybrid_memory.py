@@ -4,12 +4,12 @@ Exports: `HybridModel`, `HYBRID_MODELS`, `layer_pattern`, `layer_groups`, `page_
 `blocks_per_sequence`, `kv_bytes_per_sequence`, `sequences_that_fit`, `capacity_table`.
 Units: bytes, tokens, blocks.
 
-vLLM's rule (docs/design/hybrid_kv_cache_manager.md@1153c0c, "Allocation"): layers of one kind form KV cache
-groups of the SAME number of layers, the smallest count among the kinds (a kind whose count is not a multiple
-gets a last group padded with empty layers: Gemma-3-27B's 52 local and 10 global layers make 1 + 6 groups of
-10); one block of any group then holds block_size tokens of each of its layers, so every block has the same
-page size, layers_per_group x block_size x (bytes per token and layer), and one pool serves all groups. A
-sequence of L computed tokens holds, per group,
+vLLM's rule (vllm-project/vllm@1153c0c:docs/design/hybrid_kv_cache_manager.md, "Allocation"): layers of one
+kind form KV cache groups of the SAME number of layers, the smallest count among the kinds (a kind whose count
+is not a multiple gets a last group padded with empty layers: Gemma-3-27B's 52 local and 10 global layers make
+1 + 6 groups of 10); one block of any group then holds block_size tokens of each of its layers, so every block
+has the same page size, layers_per_group x block_size x (bytes per token and layer), and one pool serves all
+groups. A sequence of L computed tokens holds, per group,
     full attention:   ceil(L / block_size) blocks
     sliding window W: ceil(L / block_size) - floor(max(0, L - W + 1) / block_size) blocks (the rest left the
                       window: sliding_window_manager.py)
@@ -19,7 +19,7 @@ The layer patterns come from the models' own code: Gemma 3 interleaves 5 local l
 Technical Report, arXiv:2503.19786, gives its local span as 1024 tokens); gpt-oss alternates, every even layer
 sliding with a window of 128 (openai/gpt-oss@0568dfc gpt_oss/torch/model.py: `layer_idx % 2 == 0`,
 `sliding_window: int = 128`); Qwen3-Next makes every 4th of its 48 layers full attention and the others
-Gated DeltaNet linear attention (transformers@008e574 models/qwen3_next/configuration_qwen3_next.py,
+linear attention (transformers@008e574 models/qwen3_next/configuration_qwen3_next.py,
 `full_attention_interval` 4). The course's comparison keeps ONE attention shape (48 layers, 8 KV heads,
 head_dim 128, bf16) and changes only the pattern, so the differences come from the pattern alone.
 """
