@@ -4,7 +4,7 @@
 # Every notebook so far assumed one kind of layer: full attention, each layer keeping the K and V of every
 # token. The models people serve now mix kinds. Gemma 3 puts five sliding-window layers (each reads only the
 # last 1024 tokens) between its full-attention layers; gpt-oss alternates sliding-window layers of 128 tokens
-# with full ones; Mistral's first model was sliding-window throughout; Jamba and Qwen3-Next interleave state
+# with full ones; Mistral 7B slid a window of 4096 in every layer; Jamba and Qwen3-Next interleave state
 # layers (Mamba, linear attention) that keep one fixed-size state per request, however long it is. Their KV
 # caches differ layer by layer, and a serving engine that gave every layer full attention's cache would throw
 # most of the memory away. After this notebook you can say what each kind of layer must keep, free the
@@ -413,7 +413,9 @@ shown = show_reference(139)
 #   (`sliding_window_pattern` 6, "5:1"; the Gemma 3 Technical Report, arXiv:2503.19786, gives the local span
 #   as 1024), `openai/gpt-oss@0568dfc:gpt_oss/torch/model.py` (`sliding_window` 128 on even layers),
 #   `huggingface/transformers@008e574:src/transformers/models/qwen3_next/configuration_qwen3_next.py`
-#   (every 4th layer full attention, the others linear attention).
+#   (every 4th layer full attention, the others linear attention); Mistral 7B's window of 4096 in all its
+#   layers is in its paper (Jiang et al., arXiv:2310.06825, Table 1); Jamba's interleaving of attention and
+#   Mamba layers in its (Lieber et al., arXiv:2403.19887).
 #
 # ## Say it in the interview
 #

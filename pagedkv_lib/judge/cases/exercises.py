@@ -90,8 +90,7 @@ CARDS = (
          {"transfer_kv": "pagedkv_lib.distributed.kv_transfer:transfer_kv"},
          forbidden=tuple(f"pagedkv_lib.distributed.kv_transfer:{n}"
                          for n in ("gather_blocks", "scatter_blocks", "receive_blocks"))),
-    card(139, "sliding_window_manager", "Sliding-window KV cache group", "hard",
-         "19 Hybrid models: layers that keep different things",
+    card(139, "sliding_window_manager", "Sliding-window KV cache group", "hard", "19 Hybrid models",
          {"SlidingWindowManager": "pagedkv_lib.core.sliding_window_manager:SlidingWindowManager"},
          forbidden=("pagedkv_lib.core.kv_cache_coordinator:KVCacheCoordinator",
                     "pagedkv_lib.core.single_type_manager:SingleTypeManager")),
