@@ -306,8 +306,12 @@ print(f"At 131072 tokens the 5:1 pattern fits {local['vs_full']:.1f} times the s
 # without it, all of them:
 
 # %%
-from pagedkv_lib.studies.hybrid_serving import hit_rates
+from pagedkv_lib.studies.hybrid_serving import hit_rates, long_chats
 
+chats = long_chats()
+lengths = [len(r.prompt) for r in chats]
+print(f"{len(chats)} turns; prompts of {min(lengths)} to {max(lengths)} tokens, "
+      f"{sum(n > 1024 for n in lengths)} of them longer than the 5:1 model's window")
 runs = hit_rates(pool_gib=(1.0, 2.0, 8.0), block_size=16)
 print(f"{'model':26s} {'pool':>6s} {'rule':>5s} {'hit rate':>8s} {'computed':>9s} {'preempt':>7s}")
 for r in runs:
