@@ -161,55 +161,18 @@ print("ref counts of blocks 1..4:", pool.ref_counts[1:5], " free queue:", list(p
 # The reference knows nothing of blocks: for every request and step it lists the positions some later query
 # may read or write (every slot from `num_computed_tokens - W + 1` on) and maps them to table entries. The
 # manager must hold exactly those entries, and the pool's reference counts must equal the number of tables
-# that hold each block, over random requests that share prefixes, with hits:
+# that hold each block, over random requests that share prefixes, with hits (`table_mismatches`, in
+# pagedkv_lib/testing/window_reference.py):
 
 # %%
-import random
-
 from pagedkv_lib.core.kv_cache_coordinator import KVCacheCoordinator, KVCacheGroupSpec
+from pagedkv_lib.testing.window_reference import needed_entries, table_mismatches
 
-
-def needed_entries(num_computed, num_slots, window, block_size):
-    """Per token: the table entries holding a slot that a query at or after num_computed reads or writes."""
-    return {p // block_size for p in range(num_slots) if p >= num_computed - window + 1}
-
-
-def brute_force_check(seed, block_size, window, steps=80):
-    rng = random.Random(seed)
-    coord = KVCacheCoordinator(2000, block_size, [KVCacheGroupSpec("full_attention"),
-                                                  KVCacheGroupSpec("sliding_window", window)])
-    sw, stems, live, bad = coord.managers[1], [[rng.randrange(9) for _ in range(40)] for _ in range(2)], {}, 0
-    for step in range(steps):
-        if len(live) < 4:
-            tail = [rng.randrange(9) for _ in range(rng.randint(1, 9))]
-            toks = rng.choice(stems)[: rng.randint(0, 40)] + tail
-            hits, _ = coord.find_longest_cache_hit(block_hashes(toks, block_size), len(toks) - 1)
-            coord.allocate_slots(f"r{step}", len(toks), hits)
-            live[f"r{step}"] = toks
-        for rid, toks in list(live.items()):
-            coord.cache_blocks(rid, block_hashes(toks, block_size), len(toks))
-            coord.remove_skipped_blocks(rid, len(toks))
-            table = sw.block_tables[rid]
-            held = {i for i, b in enumerate(table) if b != coord.null_block}
-            bad += held != needed_entries(len(toks), len(table) * block_size, window, block_size)
-            if rng.random() < 0.1:
-                coord.free(rid)
-                del live[rid]
-            else:
-                toks.append(rng.randrange(9))
-                coord.allocate_slots(rid, len(toks))
-        refs = {}
-        for m in coord.managers:
-            for table in m.block_tables.values():
-                for b in table:
-                    refs[b] = refs.get(b, 0) + (b != coord.null_block)
-        bad += any(coord.pool.ref_count(b) != n for b, n in refs.items() if b != coord.null_block)
-    return bad
-
-
+print("after 12 computed tokens (window 5, block size 4), the entries a later query needs:",
+      sorted(needed_entries(12, 12, window=5, block_size=4)))
 for block_size, window in ((1, 4), (4, 6), (16, 33)):
     print(f"block_size {block_size:2d}, window {window:2d}: mismatches over 5 seeds:",
-          sum(brute_force_check(s, block_size, window) for s in range(5)))
+          sum(table_mismatches(seed, block_size, window) for seed in range(5)))
 
 # %% [markdown]
 # ## 5. Prefix hits: from the right, and the agreement of the groups

@@ -12,19 +12,11 @@ from pagedkv_lib.core.kv_cache_coordinator import KVCacheCoordinator, KVCacheGro
 from pagedkv_lib.core.single_type_manager import FullAttentionManager
 from pagedkv_lib.core.sliding_window_manager import SlidingWindowManager
 from pagedkv_lib.core.state_manager import StateManager
-
-
-def needed_blocks(num_computed: int, num_slots: int, window: int, block_size: int) -> set[int]:
-    """Per token: the slots (of the first `num_slots`) that a query at or after position `num_computed`
-    reads or writes, then the blocks holding them."""
-    positions = [p for p in range(num_slots) if p >= num_computed - window + 1]
-    return {p // block_size for p in positions}
+from pagedkv_lib.testing.window_reference import needed_entries, table_mismatches, window_is_cached
 
 
 def servable(hashes, index, group_id, length, window, block_size) -> bool:
-    """Per token: a hit of `length` tokens needs positions length - window + 1 .. length - 1 cached."""
-    return all(index.get(group_id, hashes[p // block_size]) is not None
-               for p in range(max(0, length - window + 1), length))
+    return window_is_cached(lambda i: index.get(group_id, hashes[i]) is not None, length, window, block_size)
 
 
 def check_refs(pool: BlockPool, tables, null_block: int) -> None:
@@ -64,11 +56,11 @@ def test_window_frees_exactly_the_blocks_no_query_reads(seed, block_size, window
             running[rid] = [toks, hashes, len(toks), rng.randint(1, 12)]
             table = sw.block_tables[rid]
             assert all(b != null for i, b in enumerate(table)
-                       if i in needed_blocks(computed, len(table) * block_size, window, block_size))
+                       if i in needed_entries(computed, len(table) * block_size, window, block_size))
         for rid, (toks, _, num_computed, _) in list(running.items()):
             sw.remove_skipped_blocks(rid, num_computed)
             table = sw.block_tables[rid]
-            need = needed_blocks(num_computed, len(table) * block_size, window, block_size)
+            need = needed_entries(num_computed, len(table) * block_size, window, block_size)
             assert {i for i, b in enumerate(table) if b != null} == need
             state = running[rid]
             if state[3] == 0:
@@ -105,8 +97,17 @@ def test_hit_is_the_longest_prefix_whose_window_is_cached(seed, block_size, wind
                if L // block_size <= len(hashes) and servable(hashes, index, 0, L, window, block_size)]
     assert len(hit) * block_size == max(lengths)
     for i, b in enumerate(hit):
-        if i in needed_blocks(len(hit) * block_size, len(hit) * block_size, window, block_size):
+        if i in needed_entries(len(hit) * block_size, len(hit) * block_size, window, block_size):
             assert b == index.get(0, hashes[i])
+
+
+@pytest.mark.parametrize("block_size,window", [(1, 4), (4, 6), (16, 33)])
+def test_coordinator_tables_match_the_reference_and_the_reference_catches_an_off_by_one(block_size, window,
+                                                                                       monkeypatch):
+    assert sum(table_mismatches(seed, block_size, window, steps=40) for seed in range(3)) == 0
+    monkeypatch.setattr(SlidingWindowManager, "num_skipped_blocks",
+                        lambda self, n: max(0, n - self.sliding_window + 2) // self.block_size)
+    assert sum(table_mismatches(seed, block_size, window, steps=40) for seed in range(3)) > 0
 
 
 def test_a_shared_block_leaving_one_window_stays_with_the_other_sequence():
