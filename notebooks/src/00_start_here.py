@@ -56,6 +56,7 @@
 # | 16 | Swap or recompute | what a preemption costs, by model and length | |
 # | 17 | The KV cache across GPUs | tensor-parallel shards, prefill/decode disaggregation | 137 |
 # | 18 | MLA: a cache of latents | DeepSeek's latent cache, absorbed decode, a paged MLA kernel | 138 |
+# | 19 | Hybrid models: layers that keep different things | sliding windows, states, one pool | 139 |
 #
 # Each exercise's number is the one key for the stub `practice/<id>_*.py`, the reference
 # `solutions/<id>_*.py` and the judge's hidden cases.
@@ -80,6 +81,7 @@
 # | 136 | Radix cache | hard |
 # | 137 | KV transfer between instances | medium |
 # | 138 | Paged MLA decode, absorbed | hard |
+# | 139 | Sliding-window KV cache group | hard |
 
 # %% [markdown]
 # ## 2. How to run it

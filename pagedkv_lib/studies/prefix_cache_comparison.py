@@ -1,6 +1,6 @@
 """Two prefix caches under memory pressure: chained block hashes (vLLM, nano-vllm) vs a radix tree (SGLang).
 
-Exports: `PrefixRequest`, `WORKLOADS`, `chat_turns`, `few_shot`, `shared_system_prompt`, `replay`,
+Exports: `PrefixRequest`, `WORKLOADS`, `chat_turns`, `few_shot`, `shared_system_prompt`, `replay`, `serve`,
 `ReplayStats`, `compare`, `comparison_table`, `hit_rate_sweep`, `MANAGERS`, `TailEvictingRadixCache`.
 `python -m pagedkv_lib.studies.prefix_cache_comparison` prints the table. Units: tokens, steps; R requests
 (docs/conventions.md).
@@ -189,7 +189,10 @@ class _Timed:
 
 
 def _pool_use(manager) -> tuple[int, int]:
-    """(blocks held by running requests, idle blocks holding reusable K/V)."""
+    """(blocks held by running requests, idle blocks holding reusable K/V); a manager with a `pool_use`
+    method says it itself."""
+    if hasattr(manager, "pool_use"):
+        return manager.pool_use()
     if isinstance(manager, BlockManager):
         held = manager.pool.num_blocks - manager.pool.num_free()
         idle = sum(1 for b in manager.hash_to_block_id.values() if manager.pool.ref_counts[b] == 0)
@@ -205,12 +208,19 @@ def replay(requests: list[PrefixRequest], manager: str, pool_tokens: int, *, max
         raise ValueError(f"manager: expected one of {tuple(MANAGERS)}, got {manager!r}")
     check_positive_int("pool_tokens", pool_tokens)
     make, block_size = MANAGERS[manager]
-    stats = ReplayStats(manager, pool_tokens)
-    bm = _Timed(make(pool_tokens // block_size), stats)
     longest = max(len(r.prompt) + len(r.output) for r in requests)
     if -(-longest // block_size) > pool_tokens // block_size:
         raise ValueError(f"pool_tokens: expected room for the longest request ({longest} tokens), got "
                          f"{pool_tokens}")
+    return serve(requests, make(pool_tokens // block_size), block_size, ReplayStats(manager, pool_tokens),
+                 max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens)
+
+
+def serve(requests: list[PrefixRequest], block_manager, block_size: int, stats: ReplayStats, *,
+          max_num_seqs: int = 8, max_num_batched_tokens: int = 4096) -> ReplayStats:
+    """The replay itself, with any block manager of nano-vllm's interface (what engine/scheduler.py calls:
+    can_allocate, allocate, can_append, may_append, deallocate), filling `stats`."""
+    bm = _Timed(block_manager, stats)
     by_id = dict(enumerate(requests))
     pending, finished_at = set(by_id), {}
     waiting: deque[Sequence] = deque()
@@ -229,7 +239,7 @@ def replay(requests: list[PrefixRequest], manager: str, pool_tokens: int, *, max
         num_waiting = len(waiting)
         seqs, is_prefill = schedule(waiting, running, bm, max_num_seqs, max_num_batched_tokens)
         if not seqs:
-            raise RuntimeError(f"{manager}: nothing can run at step {t} ({len(waiting)} waiting)")
+            raise RuntimeError(f"{stats.manager}: nothing can run at step {t} ({len(waiting)} waiting)")
         if is_prefill:
             stats.admissions += len(seqs)
             stats.prompt_tokens += sum(len(s) for s in seqs)

@@ -96,4 +96,8 @@ CARDS = (
              "mla_decode_absorbed", "absorb_query", "mla_latent_attention", "gather_latents")),
          reference=("pagedkv_lib.core.mla_attention:mla_decode_absorbed",
                     "pagedkv_lib.core.mla_attention:mla_latent_attention")),
+    card(139, "sliding_window_manager", "Sliding-window KV cache group", "hard", "19 Hybrid models",
+         {"SlidingWindowManager": "pagedkv_lib.core.sliding_window_manager:SlidingWindowManager"},
+         forbidden=("pagedkv_lib.core.kv_cache_coordinator:KVCacheCoordinator",
+                    "pagedkv_lib.core.single_type_manager:SingleTypeManager")),
 )

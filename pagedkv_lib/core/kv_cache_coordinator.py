@@ -1,0 +1,128 @@
+"""KVCacheCoordinator: the KV cache of a hybrid model, one group per kind of layer over ONE block pool.
+
+vLLM's hybrid KV cache manager (vllm-project/vllm@1153c0c:docs/design/hybrid_kv_cache_manager.md;
+vllm/v1/core/kv_cache_coordinator.py@00b08dc, `HybridKVCacheCoordinator`): the layers are split into KV cache
+groups of one attention type each; every group has the same page size (bytes of one block), so one pool of
+blocks serves them all; each group has its own manager (single_type_manager.py, sliding_window_manager.py,
+state_manager.py) and block table per request. A request's prefix hit is the AGREEMENT of the groups: a length
+every group can serve. vLLM finds it as a fixed point: each group either accepts the candidate length or cuts
+it to its own longest hit within it, until a whole pass changes nothing (full attention, searched first, gives
+the first bound). Here a group with several layers stands for them all: the bytes of its layers are its page
+(studies/hybrid_memory.py does that arithmetic).
+
+`sliding_window_rule=False` gives the sliding-window groups full attention's hit rule (every block of the
+prefix must still be cached), the baseline that notebook 19 measures the rule against.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .block_hash_index import BlockHashIndex
+from .block_manager import BlockManager
+from .block_pool import BlockPool
+from .single_type_manager import FullAttentionManager, SingleTypeManager
+from .sliding_window_manager import SlidingWindowManager
+from .state_manager import StateManager
+from .validation import check_positive_int
+
+GROUP_KINDS = ("full_attention", "sliding_window", "state")
+
+
+@dataclass(frozen=True)
+class KVCacheGroupSpec:
+    """One KV cache group: its kind (GROUP_KINDS) and, for a sliding window, its width in tokens."""
+
+    kind: str
+    sliding_window: int | None = None
+
+    def __post_init__(self):
+        if self.kind not in GROUP_KINDS:
+            raise ValueError(f"kind: expected one of {GROUP_KINDS}, got {self.kind!r}")
+        if (self.kind == "sliding_window") != (self.sliding_window is not None):
+            raise ValueError(f"sliding_window: expected a width for a sliding_window group only, got "
+                             f"{self.sliding_window!r} for {self.kind!r}")
+
+
+def block_hashes(token_ids: list[int], block_size: int) -> list[int]:
+    """The chained hashes of the full blocks of `token_ids` (BlockManager.compute_hash), shared by the
+    groups: the same tokens hash the same in every group, the index tells the groups apart."""
+    hashes, h = [], -1
+    for start in range(0, len(token_ids) - block_size + 1, block_size):
+        h = BlockManager.compute_hash(token_ids[start:start + block_size], h)
+        hashes.append(h)
+    return hashes
+
+
+class KVCacheCoordinator:
+    """`num_blocks` blocks of `block_size` tokens shared by one manager per group spec."""
+
+    def __init__(self, num_blocks: int, block_size: int, groups: list[KVCacheGroupSpec],
+                 sliding_window_rule: bool = True):
+        check_positive_int("num_blocks", num_blocks)
+        if not groups:
+            raise ValueError("groups: expected at least one KVCacheGroupSpec, got none")
+        self.block_size = block_size
+        self.pool = BlockPool(num_blocks)
+        (self.null_block,) = self.pool.allocate(1)      # vLLM's block 0: never freed, stands in for skips
+        self.index = BlockHashIndex()
+        self.specs = list(groups)
+        self.sliding_window_rule = sliding_window_rule
+        self.managers: list[SingleTypeManager] = [self._manager(spec, i) for i, spec in enumerate(groups)]
+
+    def _manager(self, spec: KVCacheGroupSpec, group_id: int) -> SingleTypeManager:
+        shared = (self.pool, self.block_size)
+        if spec.kind == "sliding_window":
+            return SlidingWindowManager(*shared, spec.sliding_window, self.null_block, self.index, group_id)
+        kind = FullAttentionManager if spec.kind == "full_attention" else StateManager
+        return kind(*shared, self.null_block, self.index, group_id)
+
+    def _group_hit(self, manager: SingleTypeManager, hashes: list[int], max_length: int) -> list[int]:
+        if isinstance(manager, SlidingWindowManager) and not self.sliding_window_rule:
+            return FullAttentionManager.find_longest_cache_hit(manager, hashes, max_length)
+        return manager.find_longest_cache_hit(hashes, max_length)
+
+    def find_longest_cache_hit(self, hashes: list[int], max_length: int) -> tuple[list[list[int]], int]:
+        """(each group's hit blocks, the hit length in tokens) of the longest prefix of at most
+        `max_length` tokens that EVERY group can serve."""
+        length = max_length // self.block_size * self.block_size
+        while True:
+            hits, agreed = [], length
+            for manager in self.managers:
+                hit = self._group_hit(manager, hashes, agreed)
+                agreed = min(agreed, len(hit) * self.block_size)
+                hits.append(hit)
+            if agreed == length:
+                return [hit[: length // self.block_size] for hit in hits], length
+            length = agreed
+
+    def num_blocks_to_allocate(self, request_id: str, num_tokens: int, computed_blocks=None) -> int:
+        """Blocks the pool must give all groups for `allocate_slots` with the same arguments."""
+        computed = computed_blocks or [[] for _ in self.managers]
+        return sum(manager.num_blocks_to_allocate(request_id, num_tokens, blocks)
+                   for manager, blocks in zip(self.managers, computed))
+
+    def allocate_slots(self, request_id: str, num_tokens: int, computed_blocks=None) -> bool:
+        """Table entries for `num_tokens` tokens in every group (a new request's hit first); False, and
+        nothing changed, when the pool cannot give every group what it needs."""
+        if self.num_blocks_to_allocate(request_id, num_tokens, computed_blocks) > self.pool.num_free():
+            return False
+        computed = computed_blocks or [[] for _ in self.managers]
+        for manager, blocks in zip(self.managers, computed):
+            manager.allocate_slots(request_id, num_tokens, blocks)
+        return True
+
+    def cache_blocks(self, request_id: str, hashes: list[int], num_tokens: int) -> None:
+        for manager in self.managers:
+            manager.cache_blocks(request_id, hashes, num_tokens)
+
+    def remove_skipped_blocks(self, request_id: str, num_computed_tokens: int) -> int:
+        """Free what no later token reads, in every group; returns how many references were dropped."""
+        return sum(len(m.remove_skipped_blocks(request_id, num_computed_tokens)) for m in self.managers)
+
+    def free(self, request_id: str) -> None:
+        for manager in self.managers:
+            manager.free(request_id)
+
+    def num_blocks_held(self, request_id: str) -> list[int]:
+        """Per group, the request's table entries that are real blocks (not the null block)."""
+        return [sum(1 for b in m.block_tables[request_id] if b != self.null_block) for m in self.managers]
