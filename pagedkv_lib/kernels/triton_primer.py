@@ -14,7 +14,8 @@ fused softmax, matmul):
 Per puzzle: `<name>_spec(inputs) -> Tensor` (the formula; shown in the notebook), `<name>_reference(inputs,
 out)` (the spec written into `out`: the oracle exercise 135 is graded against), `_<name>_kernel` and the
 launcher `<name>_triton(inputs, out)`, which checks shapes, dtypes and strides, then writes `out` in place.
-`gpu_dot_rule()` makes Triton's interpreter refuse the `tl.dot` tiles a GPU refuses (see its docstring).
+`gpu_dot_rule()` makes Triton's interpreter refuse the `tl.dot` tiles a GPU refuses (see its docstring); the
+course's one rule for every tl.dot, in every exercise, is DOT_RULE.
 
 Sizes: T output rows, W a row's width, R source rows, M x N a 2-D tile's extent, C columns, D head_dim
 (docs/conventions.md for the course's letters).
@@ -38,6 +39,9 @@ except ImportError as exc:  # triton is optional off Linux
 FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 HALF_FLOATS = (torch.float16, torch.bfloat16)      # tl.dot's inputs here: the model's 16-bit dtypes
 DOT_MIN = 16                                       # the smallest tl.dot dimension that every GPU accepts
+DOT_RULE = ("every dimension (M, N and K) of every tl.dot is at least 16: what every supported Triton (3.0 "
+            "to 3.9) compiles on a GPU; pad the tile (BLOCK = max(16, next power of two)) and mask the "
+            "padding")
 
 
 # ----------------------------------------------------------------------------------------------------------

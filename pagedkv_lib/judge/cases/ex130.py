@@ -20,7 +20,7 @@ import torch
 
 from pagedkv_lib.core.store_kvcache import store_kvcache as _oracle
 from pagedkv_lib.judge.cases.compare import diff
-from pagedkv_lib.judge.outcome import Outcome, wrong
+from pagedkv_lib.judge.outcome import Outcome
 
 from . import Case, ex124, fresh, observe
 from .kernel_harness import bench_report as _bench_report
@@ -30,9 +30,10 @@ from .kernel_harness import (
     fingerprint,
     guarded,
     not_launched,
-    outside,
     to_device,
     where,
+    wild_writes,
+    wrote_outside,
 )
 
 NAME = "store_kvcache_triton"
@@ -83,7 +84,8 @@ def run(ns, case: Case) -> dict:
     key, value = ex124.split_qkv(d)                                  # [T, H_kv, D], views if strided
     slots = a["slot_mapping"].to(device)
     _, launches = call(ns, NAME, _oracle, key, value, k_cache, v_cache, slots)
-    return {"caches": observe([k_cache, v_cache]), "guards": observe([outside(k_cache), outside(v_cache)]),
+    wild = wild_writes("k_cache", k_cache) + wild_writes("v_cache", v_cache)
+    return {"caches": observe([k_cache, v_cache]), "wild_writes": wild,
             "inputs": [fingerprint(d["qkv"]), fingerprint(slots)], "launches": launches}
 
 
@@ -91,9 +93,9 @@ def check(case: Case, expected: dict, got: dict) -> Outcome:
     no_kernel = not_launched(got)
     if no_kernel is not None:
         return no_kernel
-    found = diff(expected["guards"], got["guards"])
-    if found is not None:
-        return _guard_written(case, found)
+    outside_caches = wrote_outside(got, _store_mask_hint(case, got))
+    if outside_caches is not None:
+        return outside_caches
     outcome = ex124.check(case, expected, got)
     if outcome.passed or not outcome.message.startswith(("k_cache[", "v_cache[")):
         return outcome
@@ -117,20 +119,16 @@ def check(case: Case, expected: dict, got: dict) -> Outcome:
     return outcome
 
 
-def _guard_written(case: Case, found) -> Outcome:
-    path, e, g = found
-    which, i = (int(x) for x in path.replace("][", ",").strip("[]").split(","))
-    cache = case.args[("k_cache", "v_cache")[which]]
-    row, guard = cache.shape[2] * cache.shape[3], cache[0].numel()  # a guard: one block before, one after
-    name = ("k_cache", "v_cache")[which]
-    if i < guard:
-        where_ = f"{guard - i} elements BEFORE {name} (in its row -{-(-(guard - i) // row)})"
-        hint = ("a slot of -1 must be skipped: used as an offset, -1 * ROW lands just before the cache"
-                if -1 in case.args["slot_mapping"].tolist() else "an offset below 0 was written")
-    else:
-        where_ = f"{i - guard} elements AFTER the end of {name}"
-        hint = f"mask the row: offsets ROW = {row} and beyond belong to the next row (or lie past the cache)"
-    return wrong(f"memory outside the cache was written: {where_}: expected {e}, got {g}", hint)
+def _store_mask_hint(case: Case, got) -> str:
+    """Why a store left the caches (got["wild_writes"]): before the first element, a slot of -1 used as an
+    offset; after the last, a row not masked."""
+    row = case.args["k_cache"].shape[2] * case.args["k_cache"].shape[3]
+    wild = got.get("wild_writes") if isinstance(got, dict) else None
+    if any("before its first" in str(line) for line in wild or []):
+        if -1 in case.args["slot_mapping"].tolist():
+            return "a slot of -1 must be skipped: used as an offset, -1 * ROW lands just before the cache"
+        return "an offset below 0 was written"
+    return f"mask the row: offsets ROW = {row} and beyond belong to the next row (or lie past the cache)"
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -22,10 +22,9 @@ Clauses of the contract -> the fixed case that holds each:
                  rows x.stride(0) apart                    softmax/row_stride_wider_than_the_row
     scores:      q @ k^T in fp32                           scores/worked_example, scores/gqa_group_of_4
                  any strides (k a transposed view)         scores/k_transposed
-                 every tl.dot dimension >= 16              scores/gqa_group_of_4 (the CPU runs under
-                                                           triton_primer.gpu_dot_rule, the strictest
-                                                           GPU's rule: NVIDIA up to triton 3.4; from 3.5
-                                                           it needs only K >= 16)
+                 every tl.dot dimension >= 16              scores/gqa_group_of_4 (on the CPU every Triton
+                                                           exercise runs under triton_primer.gpu_dot_rule:
+                                                           triton_primer.DOT_RULE)
     inputs read-only                                       every case (fingerprints)
     the work done by the launcher's kernel                 every case (kernel_harness.call counts launches)
 
@@ -34,12 +33,11 @@ apply: the native compiler is the rule).
 """
 from __future__ import annotations
 
-import contextlib
 import random
 
 import torch
 
-from pagedkv_lib.judge.cases.compare import close, diff, show
+from pagedkv_lib.judge.cases.compare import close, show
 from pagedkv_lib.judge.outcome import Outcome, wrong
 
 from . import Case, fresh, observe
@@ -48,10 +46,11 @@ from .kernel_harness import (
     fingerprint,
     guarded,
     not_launched,
-    outside,
     raw_bf16_bits,
     to_device,
     where,
+    wild_writes,
+    wrote_outside,
 )
 
 POISON = -4096.0                     # exact in fp16 and bf16: what a read outside the data returns
@@ -264,11 +263,8 @@ def run(ns, case: Case) -> dict:
     a = fresh(case.args)
     inputs = [to_device(a[k], device) for k in INPUTS[puzzle]]
     out = to_device(a["out"], device)
-    learner = ns[name] is not oracle
-    rule = triton_primer.gpu_dot_rule() if device == "cpu" and learner else contextlib.nullcontext()
-    with rule:
-        _, launches = call(ns, name, oracle, *inputs, out)
-    return {"out": observe(out), "guards": observe(outside(out)),
+    _, launches = call(ns, name, oracle, *inputs, out)                 # under the GPU's tl.dot rule
+    return {"out": observe(out), "wild_writes": wild_writes("out", out),
             "inputs": [fingerprint(t) for t in inputs], "launches": launches}
 
 
@@ -283,14 +279,14 @@ TOLERANCE = {  # puzzle -> (atol, rtol as a multiple of the output dtype's eps, 
 
 def check(case: Case, expected: dict, got: dict) -> Outcome:
     puzzle = case.args["fn"]
-    if not isinstance(got, dict) or set(got) != {"out", "guards", "inputs", "launches"}:
+    if not isinstance(got, dict) or set(got) != {"out", "wild_writes", "inputs", "launches"}:
         return wrong(f"expected an observation of out, got {show(got)}")
     no_kernel = not_launched(got)
     if no_kernel is not None:
         return no_kernel
-    found = diff(expected["guards"], got["guards"])
-    if found is not None:
-        return _guard_written(case, found)
+    outside_out = wrote_outside(got, _store_hint(case, got["wild_writes"]))
+    if outside_out is not None:
+        return outside_out
     if got["inputs"] != expected["inputs"]:
         return wrong(f"an input changed: {', '.join(INPUTS[puzzle])} are read-only", "write only into out")
     e, g = expected["out"], got["out"]
@@ -303,17 +299,29 @@ def check(case: Case, expected: dict, got: dict) -> Outcome:
     return outcome
 
 
-def _guard_written(case: Case, found) -> Outcome:
-    path, e, g = found
-    i = int(path.strip("[]"))
-    out = case.args["out"]
-    guard = out[0].numel()                                         # one row before out, one after
-    where_ = f"{guard - i} elements BEFORE out" if i < guard else f"{i - guard} elements AFTER the end of out"
-    hint = {"gather_rows": "mask the row: lanes W..BLOCK-1 of the last program write past out (offs < W)",
-            "scale_columns": "mask the tile: rows with M, columns with N (the last tiles reach past out)",
-            "row_softmax": "mask every store with the row's end C: the last step writes past out",
-            "scores": "mask the store: rows with M, columns with N"}[case.args["fn"]]
-    return wrong(f"memory outside out was written: {where_}: expected {e}, got {g}", hint)
+STORE_MASK = {  # puzzle -> the hint for a store past the end of out
+    "gather_rows": "mask the row: lanes W..BLOCK-1 of the last program write past out (offs < W)",
+    "scale_columns": "mask the tile: rows with M, columns with N (the last tiles reach past out)",
+    "row_softmax": "mask every store with the row's end C: the last step writes past out",
+    "scores": "mask the store: rows with M, columns with N",
+}
+
+
+def _store_hint(case: Case, wild: list) -> str:
+    """The hint for a store outside out, from where it landed (kernel_harness.wild_writes' lines): before
+    out, in gather_rows with a -1 in the index, the row was addressed by index[t]; exactly one row of N
+    after out in scale_columns, a row mask one too wide; else the puzzle's mask."""
+    puzzle, text = case.args["fn"], " ".join(map(str, wild))
+    if "before its first" in text:
+        if puzzle == "gather_rows" and -1 in case.args["index"].tolist():
+            return ("out was written before its first row: the store addressed out by index[t] (here -1); "
+                    "program t writes row t of out, out_ptr + t * W + offs")
+        return "a store's offset went below 0: out's element [i, j] is at i * N + j, i and j from 0"
+    N = case.args["out"].shape[1]
+    if puzzle == "scale_columns" and f" {N} element(s) written after" in text:
+        return (f"exactly one row past out ({N} elements, row M): the row mask lets row M through (rows <= "
+                "M); rows 0..M-1 are out's: mask rows < M")
+    return STORE_MASK[puzzle]
 
 
 def _never_written(e: torch.Tensor, g: torch.Tensor) -> torch.Tensor:

@@ -10,6 +10,14 @@ PLANTS = {
         ('    mask = offs < W ',
          '    mask = offs < BLOCK '),
     ], WA, 'lanes W..BLOCK-1 of the last program'),
+    'scale_row_mask_one_too_wide': Plant([
+        ('mask = (rows[:, None] < M) & (cols[None, :] < N)',
+         'mask = (rows[:, None] <= M) & (cols[None, :] < N)'),
+    ], WA, 'lets row M through'),
+    'gather_stores_at_the_index': Plant([
+        ('tl.store(out_ptr + t.to(tl.int64) * W + offs, row, mask=mask)',
+         'tl.store(out_ptr + i.to(tl.int64) * W + offs, row, mask=mask)'),
+    ], WA, 'the store addressed out by index[t]'),
     'gather_follows_minus_one': Plant([
         ('    safe = tl.maximum(i, 0).to(tl.int64)',
          '    safe = i.to(tl.int64)'),
