@@ -9,6 +9,7 @@ import runpy
 
 import pytest
 import torch
+from plants import BUGS
 from test_judge_plants import skip_on_an_old_interpreter
 
 from pagedkv_lib.judge import judge
@@ -79,16 +80,11 @@ def test_13x_bench_checks_accept_the_library_kernels_and_reject_wrong_results():
         pytest.skip(f"this Triton's interpreter cannot run the library's decode kernel: {exc}")
 
 
-TL_DOT = [  # exercise 131's solution with tl.dot, BLOCK_G the next power of two >= G as a learner may take it
-    ("tl.sum(q[:, None, :] * k[None, :, :], axis=2) * scale",
-     'tl.dot(q, tl.trans(k), input_precision="ieee") * scale'),
-    ("tl.sum(p[:, :, None] * v[None, :, :], axis=1)", 'tl.dot(p, v, input_precision="ieee")'),
-]
-
-
 def tl_dot_submission(tmp_path):
+    """Exercise 131's solution with tl.dot, BLOCK_G the next power of two >= G as a learner may take it
+    (plant 131/tl_dot_with_a_group_tile_under_16)."""
     source = get(131).solution_path.read_text()
-    for good, bad in TL_DOT:
+    for good, bad in BUGS[131]["tl_dot_with_a_group_tile_under_16"].edits:
         assert source.count(good) == 1
         source = source.replace(good, bad)
     path = tmp_path / "131_tl_dot.py"
@@ -96,10 +92,11 @@ def tl_dot_submission(tmp_path):
     return path
 
 
-def test_131_tl_dot_with_fewer_than_16_rows_is_named_where_it_fails_and_passes_where_it_compiles(tmp_path):
+def test_131_tl_dot_under_16_rows_is_refused_on_the_cpu_and_passes_where_a_gpu_compiles_it(tmp_path):
     """NVIDIA's compiler refuses a tl.dot of fewer than 16 rows up to triton 3.4 (G = 4 in the judge's GPU
     cases) and pads M and N itself from 3.5 (K, here 32 and 128, must still be >= 16); the interpreter
-    refuses it up to 3.2 only. Where it fails the judge's hint names the rule; where it compiles it passes.
+    refuses it up to 3.2 only, and the judge's CPU cases apply the course's dot rule (every dimension >= 16)
+    whatever the interpreter, so the CPU refuses it, naming the rule; a GPU that compiles it passes it.
     (triton's version is read from its metadata: importing it here, before the judge forks a child for the
     interpreter, would leave that child triton's GPU mode.)"""
     from importlib.metadata import version
@@ -113,15 +110,14 @@ def test_131_tl_dot_with_fewer_than_16_rows_is_named_where_it_fails_and_passes_w
             "AssertionError('Input shapes should have M >= 16, N >= 16 and K >= 16')")
     record = Outcome.of_exception(CompilationError(said))
     assert record.verdict == "runtime error" and "at least 16" in record.hint
-    assert "BLOCK_G = max(16" in record.hint
+    assert "BLOCK = max(16, next power of two)" in record.hint
     cases = ex131.build(0, "cuda")
     assert any(c.args["q"].shape[1] // c.args["k_cache"].shape[2] == 4 for c in cases)
     path = tl_dot_submission(tmp_path)
     (cpu,) = grade(131, [path], isolation="fork")
     skip_on_an_old_interpreter(cpu)
-    if not cpu.ok:          # triton 3.9's interpreter accepts a small tl.dot; 3.0's refuses it like the GPU
-        failure = cpu.first_failure
-        assert cpu.verdict == "runtime error" and "at least 16" in failure.outcome.hint, failure
+    failure = cpu.first_failure
+    assert cpu.verdict == "runtime error" and "at least 16" in failure.outcome.hint, failure
     if not torch.cuda.is_available():
         pytest.skip("no CUDA: the GPU half runs on a GPU machine")
     (gpu,) = grade(131, [path], device="cuda")

@@ -80,4 +80,10 @@ PLANTS = {
         ('tl.sum(p[:, :, None] * v[None, :, :], axis=1)',
          'tl.sum(p.to(q_ptr.dtype.element_ty).to(tl.float32)[:, :, None] * v[None, :, :], axis=1)'),
     ], WA, 'fp32 operands'),
+    'tl_dot_with_a_group_tile_under_16': Plant([     # BLOCK_G, BLOCK_D: next powers of two, as the kernel's were
+        ('tl.sum(q[:, None, :] * k[None, :, :], axis=2) * scale',
+         'tl.dot(q, tl.trans(k), input_precision="ieee") * scale'),
+        ('tl.sum(p[:, :, None] * v[None, :, :], axis=1)',
+         'tl.dot(p, v, input_precision="ieee")'),
+    ], RE, 'every dimension (M, N and K) of every tl.dot is at least 16'),
 }

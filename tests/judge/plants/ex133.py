@@ -60,4 +60,8 @@ PLANTS = {
         ('tl.dot(p, v, input_precision="ieee")',
          'tl.dot(p.to(q_ptr.dtype.element_ty).to(tl.float32), v, input_precision="ieee")'),
     ], WA, 'fp32 operands'),
+    'head_dim_tile_under_16': Plant([
+        ('BLOCK_D=max(16, triton.next_power_of_2(D)),',
+         'BLOCK_D=triton.next_power_of_2(D),'),
+    ], RE, 'every dimension (M, N and K) of every tl.dot is at least 16'),
 }
