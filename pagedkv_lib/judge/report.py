@@ -13,6 +13,7 @@ import io
 
 from .cases.compare import show
 from .outcome import CODES, PASSED
+from .registry import get
 
 
 def text(result, verbose: bool = False, timing: bool = True) -> str:
@@ -21,6 +22,9 @@ def text(result, verbose: bool = False, timing: bool = True) -> str:
              f"  graded: {result.label}   seed {result.seed}   device {result.device}"]
     if timing:                                   # notebooks leave it out: it differs between machines
         lines.append(f"  isolation: {result.isolation}")
+    if result.device == "cpu":                   # what only the GPU cases check (cases/exNNN.py GPU_ONLY)
+        gpu_only = getattr(get(result.exercise_id).cases(), "GPU_ONLY", ())
+        lines += [f"  checked only with --device cuda: {clause}" for clause in gpu_only]
     if result.tampered:
         lines += ["", f"TAMPERING: {', '.join(result.tampered)} changed while this submission ran "
                       "unsandboxed, so its verdict cannot be trusted"]
