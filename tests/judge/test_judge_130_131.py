@@ -9,7 +9,7 @@ import runpy
 
 import pytest
 import torch
-from plants import BUGS
+from plants import plant_file
 from test_judge_plants import skip_on_an_old_interpreter
 
 from pagedkv_lib.judge import judge
@@ -81,15 +81,8 @@ def test_13x_bench_checks_accept_the_library_kernels_and_reject_wrong_results():
 
 
 def tl_dot_submission(tmp_path):
-    """Exercise 131's solution with tl.dot, BLOCK_G the next power of two >= G as a learner may take it
-    (plant 131/tl_dot_with_a_group_tile_under_16)."""
-    source = get(131).solution_path.read_text()
-    for good, bad in BUGS[131]["tl_dot_with_a_group_tile_under_16"].edits:
-        assert source.count(good) == 1
-        source = source.replace(good, bad)
-    path = tmp_path / "131_tl_dot.py"
-    path.write_text(source)
-    return path
+    """Exercise 131's solution with tl.dot, BLOCK_G the next power of two >= G as a learner may take it."""
+    return plant_file(131, "tl_dot_with_a_group_tile_under_16", tmp_path)
 
 
 def test_131_tl_dot_under_16_rows_is_refused_on_the_cpu_and_passes_where_a_gpu_compiles_it(tmp_path):
@@ -142,3 +135,41 @@ def test_131_a_row_of_one_key_left_nan_is_counted_and_told_its_loop_never_ran():
         in outcome.message, outcome.message
     assert outcome.hint == LOOP_NEVER_RAN
     assert "no Triton kernel was launched" in ex131.check(case, expected, dict(expected, launches=0)).message
+
+
+def test_130_the_cpu_report_names_the_clause_only_the_gpu_cases_check():
+    """Offsets past 2**31 elements need a cache the CPU cases cannot hold: the CPU report says in one line
+    that only --device cuda checks them (ex130.GPU_ONLY), and a GPU report does not."""
+    from pagedkv_lib.judge import report
+    from pagedkv_lib.judge.grading import Result, Submission
+    from pagedkv_lib.judge.outcome import Outcome
+
+    def report_on(device: str) -> str:
+        result = Result(130, "Triton store_kvcache", Submission("x.py"), 0, device, "fork",
+                        load=Outcome("not implemented", "nothing graded"))
+        return report.text(result, timing=False)
+
+    line = f"checked only with --device cuda: {ex130.GPU_ONLY[0]}"
+    assert "int64" in ex130.GPU_ONLY[0] and line in report_on("cpu").splitlines()[2]
+    assert "checked only with --device cuda" not in report_on("cuda")
+    assert any(c.name == f"cuda/{ex130.HUGE[0]}" for c in ex130.build(0, "cuda"))
+
+
+INT32_SLOT = ("    slot = tl.load(slot_mapping_ptr + token).to(tl.int64)           # read 1 index",
+              "    slot = tl.load(slot_mapping_ptr + token)")
+
+
+def test_130_slots_past_2_31_elements_pass_in_int64_and_fail_in_int32_on_a_gpu(tmp_path):
+    """The GPU case of 2**31-element caches: the solution (int64 offsets) passes it, the same kernel with
+    int32 offsets fails it with the int64 hint (a wrong row, or the illegal address that the wrap makes)."""
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA: the case of 2**31-element caches runs on a GPU")
+    source = get(130).solution_path.read_text()
+    assert source.count(INT32_SLOT[0]) == 1
+    int32 = tmp_path / "130_int32_offsets.py"
+    int32.write_text(source.replace(*INT32_SLOT))
+    good, bad = grade(130, [get(130).solution_path, int32], device="cuda")
+    huge = f"cuda/{ex130.HUGE[0]}"
+    assert next(c for c in good.cases if c.name == huge).verdict == "passed", good.first_failure
+    failed = next(c for c in bad.cases if c.name == huge)
+    assert failed.verdict != "passed" and "int64" in f"{failed.outcome.message} {failed.outcome.hint}", failed

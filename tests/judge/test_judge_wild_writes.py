@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from plants import BUGS
+from plants import plant_file
 
 from pagedkv_lib.judge.cases.kernel_harness import guarded, wild_writes
 from pagedkv_lib.judge.grading import grade
 from pagedkv_lib.judge.outcome import PASSED, WRONG_ANSWER
-from pagedkv_lib.judge.registry import get
 
 
 def test_wild_writes_names_the_tensor_and_the_offsets_on_each_side():
@@ -26,21 +25,11 @@ def test_wild_writes_names_the_tensor_and_the_offsets_on_each_side():
         "offsets 12..13"]
 
 
-def _plant(exercise_id: int, name: str, tmp_path):
-    text = get(exercise_id).solution_path.read_text()
-    for good, bad, *times in BUGS[exercise_id][name].edits:
-        assert text.count(good) == (times or [1])[0]
-        text = text.replace(good, bad)
-    path = tmp_path / f"{exercise_id}_{name}.py"
-    path.write_text(text)
-    return path
-
-
 @pytest.mark.slow
 def test_a_store_before_out_fails_its_case_and_later_correct_cases_pass_in_a_fresh_child(tmp_path):
     """Plant 135/gather_stores_at_the_index writes row -1 of out (before it) where index holds -1: that case
     fails with the offsets, and the scale_columns cases after it, correct, pass."""
-    result, = grade(135, [_plant(135, "gather_stores_at_the_index", tmp_path)], isolation="fork")
+    result, = grade(135, [plant_file(135, "gather_stores_at_the_index", tmp_path)], isolation="fork")
     first = result.first_failure
     assert first.name == "fixed/gather/worked_example" and first.verdict == WRONG_ANSWER, first
     assert "out (shape [3, 3], 9 elements: offsets 0..8): 3 element(s) written before its first element, " \
@@ -53,7 +42,7 @@ def test_a_store_before_out_fails_its_case_and_later_correct_cases_pass_in_a_fre
 def test_a_store_past_the_end_of_a_cache_fails_its_case_and_the_next_case_passes(tmp_path):
     """Plant 130/row_not_masked stores one element past the last slot's row in row_of_15_ends_the_cache
     only: that case fails, naming k_cache and offset 180, and the case after it passes."""
-    result, = grade(130, [_plant(130, "row_not_masked", tmp_path)], isolation="fork")
+    result, = grade(130, [plant_file(130, "row_not_masked", tmp_path)], isolation="fork")
     names = [c.name for c in result.cases]
     wild = result.cases[names.index("fixed/row_of_15_ends_the_cache")]
     assert wild.verdict == WRONG_ANSWER and "k_cache (shape [3, 4, 3, 5], 180 elements: offsets 0..179): " \
