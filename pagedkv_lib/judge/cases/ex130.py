@@ -82,7 +82,8 @@ def _huge_case(name, N, S, H_kv, D, dtype, T, seed) -> Case:
     top = torch.randperm(4 * T, generator=gen)[:T] + (N * S - 4 * T)          # [T] slots near the end
     top[:2] = torch.tensor([0, 1])                                           # and two at the start
     case = ex124._case(name, 1, 1, H_kv, D, [0] * T, dtype, False, seed)    # key, value; tiny caches
-    case.args.update(huge=(N, S, H_kv, D), slot_mapping=top.to(torch.int32), k_cache=None, v_cache=None)
+    case.args.update(huge=(N, S, H_kv, D), slot_mapping=top.to(torch.int32), k_cache=None, v_cache=None,
+                     device="cuda")
     case.show = [f"{NAME}(key, value, k_cache, v_cache, slot_mapping), block_size {S}:",
                  f"key, value: shape [{T}, {H_kv}, {D}] {dtype}; k_cache, v_cache: shape [{N}, {S}, {H_kv}, "
                  f"{D}] = {N * S * H_kv * D} elements each (past 2**31 = {2**31})",
