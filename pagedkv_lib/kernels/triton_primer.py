@@ -272,17 +272,23 @@ def gpu_dot_rule(minimum: int = DOT_MIN):
     portable rule: NVIDIA GPUs required it of every dimension up to triton 3.4 and still require K >= 16 for
     16-bit inputs (triton 3.5 and later pad small M and N themselves), and the interpreter itself did up to
     3.2. Since 3.3 the interpreter accepts any size, so a tile that works on a CPU can fail on a GPU; this
-    makes the CPU as strict as the strictest GPU. A no-op where the interpreter has no such hook (older
-    triton: the rule is built in) and natively."""
+    makes the CPU as strict as the strictest GPU. Yields [the number of tl.dot calls the interpreter made
+    inside the block so far]; None, and no check, where the interpreter has no such hook (older triton: the
+    rule is built in) and natively."""
     from triton.runtime import interpreter
 
     fns = getattr(getattr(interpreter, "interpreter_builder", None), "codegen_fns", None)
     if not isinstance(fns, dict) or "min_dot_size" not in fns:
-        yield
+        yield None
         return
-    before = fns["min_dot_size"]
-    fns["min_dot_size"] = lambda lhs_type, rhs_type: (minimum, minimum, minimum)
+    before, dots = fns["min_dot_size"], [0]
+
+    def min_dot_size(lhs_type, rhs_type):
+        dots[0] += 1                                  # the interpreter asks once per tl.dot it runs
+        return (minimum, minimum, minimum)
+
+    fns["min_dot_size"] = min_dot_size
     try:
-        yield
+        yield dots
     finally:
         fns["min_dot_size"] = before

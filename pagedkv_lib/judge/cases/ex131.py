@@ -114,7 +114,7 @@ def run(ns, case: Case) -> dict:
     q, lens = a["q"].to(device), a["seq_lens"].to(device)
     k_cache, v_cache, tables = (to_device(a[k], device) for k in ("k_cache", "v_cache", "block_tables"))
     with guarded_allocations():
-        out, launches = call(ns, NAME, _oracle, q, k_cache, v_cache, tables, lens, a["scale"])
+        out, launches, _ = call(ns, NAME, _oracle, q, k_cache, v_cache, tables, lens, a["scale"])
     inputs = [fingerprint(t) for t in (q, k_cache, v_cache, tables, lens)]   # read-only: unchanged?
     guarded_out = isinstance(out, torch.Tensor) and out.is_contiguous() and out.is_floating_point()
     wild = wild_writes("out", out) if guarded_out and ns[NAME] is not _oracle else []

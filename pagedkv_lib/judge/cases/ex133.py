@@ -129,7 +129,8 @@ def run(ns, case: Case) -> dict:
     if ns[NAME] is _oracle:                                          # the reference returns a new tensor
         returned, launches = out.copy_(_oracle(q, k_cache, v_cache, tables, lens, cu, a["scale"])), None
     else:
-        returned, launches = call(ns, NAME, _oracle, q, k_cache, v_cache, tables, lens, cu, a["scale"], out)
+        returned, launches, _ = call(ns, NAME, _oracle, q, k_cache, v_cache, tables, lens, cu, a["scale"],
+                                     out)
     inputs = [fingerprint(t) for t in (q, k_cache, v_cache, tables, lens, cu)]   # read-only: unchanged?
     return {"out": observe(out), "returned_out": returned is out, "wild_writes": wild_writes("out", out),
             "inputs": inputs, "launches": launches}

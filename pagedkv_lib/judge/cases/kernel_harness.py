@@ -26,7 +26,7 @@ import os
 
 import torch
 
-from pagedkv_lib.judge.cases.attention_cases import GARBAGE, RECIPE, TOLERANCE, reference
+from pagedkv_lib.judge.cases.attention_cases import GARBAGE, NAN_EVERYWHERE, RECIPE, TOLERANCE, reference
 from pagedkv_lib.judge.cases.compare import show
 from pagedkv_lib.judge.outcome import Outcome, wrong
 from pagedkv_lib.kernels.triton_primer import gpu_dot_rule
@@ -156,16 +156,17 @@ def where(ns: dict, name: str, oracle, device: str) -> str:
 # launches
 
 def call(ns: dict, name: str, oracle, *args) -> tuple:
-    """(ns[name](*args), the number of Triton kernels it launched), the count None for the oracle (PyTorch);
-    the submission runs under the GPU's tl.dot rule (a no-op natively); the errors of older Triton
-    interpreters that are not the submission's fault are named."""
+    """(ns[name](*args), the number of Triton kernels it launched, the number of tl.dot it ran), the counts
+    None for the oracle (PyTorch); the submission runs under the GPU's tl.dot rule (a no-op natively, where
+    the dots are not counted: None); the errors of older Triton interpreters that are not the submission's
+    fault are named."""
     fn = ns[name]
     try:
         if fn is oracle:
-            return fn(*args), None
-        with counting_launches() as launches, gpu_dot_rule():
+            return fn(*args), None, None
+        with counting_launches() as launches, gpu_dot_rule() as dots:
             result = fn(*args)
-        return result, launches[0]
+        return result, launches[0], None if dots is None else dots[0]
     except Exception as exc:
         if type(exc).__name__ == "InterpreterError":                # raised inside an interpreted kernel
             for words, advice in INTERPRETER_TROUBLE.items():
@@ -238,7 +239,8 @@ BF16_IN_THE_INTERPRETER = ("bf16 arithmetic is wrong in Triton's interpreter (it
 def attention_kernel_hint(a: dict, expected: torch.Tensor, out: torch.Tensor, hint: str, garbage: str) -> str:
     """check_attention's hint for an attention kernel (131, 133) on inputs from guard_attention_inputs: bf16
     products in the interpreter; the table's rows read M apart rather than stride(0) apart; `garbage`, the
-    kernel's words for NaN read from garbage; the online softmax after the plain recipe."""
+    kernel's words for NaN read from garbage (NaN in every row: that, or a key loop that never ran, which a
+    kernel cannot be told apart from it); the online softmax after the plain recipe."""
     tables = a["block_tables"]
     if raw_bf16_bits(a["q"].dtype, out, expected):
         return BF16_IN_THE_INTERPRETER
@@ -246,7 +248,8 @@ def attention_kernel_hint(a: dict, expected: torch.Tensor, out: torch.Tensor, hi
         return (f"block_tables is a view here: its rows lie block_tables.stride(0) = {tables.stride(0)} "
                 f"entries apart, not M = {tables.shape[1]}: pass the stride as table_stride")
     if hint == GARBAGE:
-        return garbage
+        every_row = (~torch.isfinite(out) & torch.isfinite(expected)).flatten(1).any(1).all()   # [T] -> one
+        return NAN_EVERYWHERE if bool(every_row) else garbage
     return hint + ONLINE_SOFTMAX if hint == RECIPE else hint
 
 

@@ -30,7 +30,7 @@ PLANTS = {
     'no_rescale': Plant([
         ('acc = acc * alpha[:, None] +',
          'acc = acc +'),
-    ], WA, 'online softmax'),
+    ], WA, 'acc was not rescaled'),
     'plain_pytorch': Plant([
         ('    BLOCK_Q = 16\n',
          '    for b in range(B):\n'
