@@ -53,7 +53,8 @@ def test_13x_cuda_case_sets_hold_together_on_the_cpu_oracle(exercise_id):
     assert len(cases) >= 5 and all(c.args["device"] == "cuda" for c in cases)
     for case in cases:
         k_cache = case.args["k_cache"]
-        assert k_cache.is_contiguous() and k_cache.storage_offset() == k_cache[0].numel()
+        if "huge" not in case.args:                                  # made in run: 2**31 elements
+            assert k_cache.is_contiguous() and k_cache.storage_offset() == k_cache[0].numel()
         expected = module.run(oracle, case)
         assert module.check(case, expected, expected).passed, case.name
     sizes = [int(c.args["seq_lens"].max()) if "seq_lens" in c.args else c.args["slot_mapping"].numel()
