@@ -31,9 +31,9 @@ def paged_attention_decode_kernel(
     GROUP: tl.constexpr,         # G = H // H_kv, query heads per KV head
     HEAD_DIM: tl.constexpr,      # D
     BLOCK_SIZE: tl.constexpr,    # S
-    BLOCK_G: tl.constexpr,       # the next power of two >= G (>= 16 if you use tl.dot: see the launcher)
-    BLOCK_N: tl.constexpr,       # tokens per KV tile (a power of two)
-    BLOCK_D: tl.constexpr,       # the next power of two >= D
+    BLOCK_G: tl.constexpr,       # heads per tile: a power of two >= G (with tl.dot, >= 16: the dot rule)
+    BLOCK_N: tl.constexpr,       # tokens per KV tile (a power of two; with tl.dot, >= 16)
+    BLOCK_D: tl.constexpr,       # dims per tile: a power of two >= D (with tl.dot, >= 16)
 ):
     """Program (b, j) writes out[b, h] for the G query heads h = j*G .. j*G + G-1 of KV head j."""
     raise NotImplementedError("paged_attention_decode_kernel: your code here (exercise 131)")
@@ -58,11 +58,13 @@ def paged_attention_decode_triton(q: torch.Tensor, k_cache: torch.Tensor, v_cach
     Returns: a new [B, H, D] tensor of q's dtype and device: out[b, h] = softmax_j(q[b, h] . k_j * scale) .
         v_j over the context of b, with k_j, v_j of KV head h // (H // H_kv). The work must be done by a
         Triton kernel launched here, with the softmax computed online over tiles of the context, in fp32
-        (tl.dot on fp32 inputs needs input_precision="ieee" on a GPU to stay within tolerance). Triton before
-        3.5 compiles a tl.dot for a GPU only when every dimension is at least 16 (3.5 and later: the inner
-        one), so with tl.dot take BLOCK_G = max(16, next power of two >= G) and mask the extra rows: the
-        judge's GPU cases have G = 4. The judge allows atol = rtol = 1e-4 in fp32, 3e-3 in fp16, 2e-2 in
-        bf16.
+        (tl.dot on fp32 inputs needs input_precision="ieee" on a GPU to stay within tolerance). The dot
+        rule, if you use tl.dot: every dimension (M, N and K) of every tl.dot is at least 16: what every
+        supported Triton (3.0 to 3.9) compiles on a GPU; pad the tile (BLOCK = max(16, next power of two))
+        and mask the padding. So BLOCK_G = max(16, next power of two >= G), BLOCK_D = max(16, next power of
+        two >= D); the judge's CPU cases apply the rule too (G is 2 or 3 there, 4 on its GPU). Without
+        tl.dot (sums of products, as tl.sum(q[:, None, :] * k[None, :, :], axis=2)) any power of two will
+        do. The judge allows atol = rtol = 1e-4 in fp32, 3e-3 in fp16, 2e-2 in bf16.
     Mutates nothing. Errors: inconsistent shapes may raise (the judge passes consistent ones).
     Example: B = 1, context_lens = [6], block_tables = [[7, 2, -1]], S = 4: the keys are rows 0..3 of
         block 7 then rows 0..1 of block 2; a tile of 8 tokens covers positions 0..7, and positions 6 and 7

@@ -13,9 +13,10 @@ In Triton's interpreter (the CPU) two things differ from a GPU; compute so that 
 - bf16 arithmetic is wrong there, `tl.dot` included (it multiplies the raw bits): convert with
   `.to(tl.float32)` before any arithmetic, and store the fp32 result (the store rounds it to out's dtype;
   the interpreter rounds toward zero, a GPU to nearest: bf16 results are compared at one bf16 step).
-- a `tl.dot` accepts any tile there, while a GPU needs K >= 16 (and, up to triton 3.4, M and N >= 16): the
-  judge's CPU cases apply the GPU's rule, every dimension at least 16 (pagedkv_lib.kernels.triton_primer.
-  gpu_dot_rule).
+- a `tl.dot` accepts any tile there, while a GPU does not. The dot rule, the same in every exercise: every
+  dimension (M, N and K) of every tl.dot is at least 16: what every supported Triton (3.0 to 3.9) compiles
+  on a GPU; pad the tile (BLOCK = max(16, next power of two)) and mask the padding. The judge's CPU cases
+  apply it (pagedkv_lib.kernels.triton_primer.gpu_dot_rule).
 """
 
 import torch
@@ -142,9 +143,9 @@ def scores_triton(q: torch.Tensor, k: torch.Tensor, out: torch.Tensor) -> None:
         k: [N, D] q's dtype with any strides (the keys of one KV head, or a transposed view). Read-only.
         out: [M, N] float32 contiguous. Written in place, every element, nothing outside it. Compared at
             atol 1e-4, rtol 1e-4 (the order of a sum may differ).
-    Returns: None. Use tl.dot and tl.trans, with every dimension of the tile at least 16: pad M and D up
-        (e.g. BLOCK_M = max(16, triton.next_power_of_2(M))) and mask the padding. On the CPU the judge runs
-        your kernel under the GPU's rule, so a smaller tile raises there too. Give tl.dot fp32 operands
+    Returns: None. Use tl.dot and tl.trans under the dot rule (every dimension at least 16): pad M and D up
+        (BLOCK_M = max(16, triton.next_power_of_2(M))) and mask the padding. On the CPU the judge runs your
+        kernel under the GPU's rule, so a smaller tile raises there too. Give tl.dot fp32 operands
         (`.to(tl.float32)`): the interpreter's bf16 dot is wrong, and every fp16 or bf16 value is exact in
         fp32 (and in a GPU's tf32), so the products stay exact.
     Example: q = [[1, 0]], k = [[1, 2], [3, 4], [5, 6]] -> out = [[1, 3, 5]].

@@ -33,9 +33,9 @@ def paged_prefill_kernel(
     NUM_KV_HEADS: tl.constexpr,  # H_kv
     HEAD_DIM: tl.constexpr,      # D
     BLOCK_SIZE: tl.constexpr,    # S
-    BLOCK_Q: tl.constexpr,       # queries per program (>= 16: tl.dot's smallest tile)
+    BLOCK_Q: tl.constexpr,       # queries per program (>= 16: the dot rule)
     BLOCK_N: tl.constexpr,       # keys per tile (>= 16)
-    BLOCK_D: tl.constexpr,       # the next power of two >= D, at least 16
+    BLOCK_D: tl.constexpr,       # max(16, next power of two >= D)
 ):
     """Program (b, h, t) writes head h of queries t*BLOCK_Q .. t*BLOCK_Q + BLOCK_Q-1 (those < q_len) of b."""
     # BEGIN SOLUTION
@@ -112,7 +112,10 @@ def paged_attention_varlen_triton(q: torch.Tensor, k_cache: torch.Tensor, v_cach
         seq_lens[b] - q_len + i over keys 0..that position, query head h reading KV head h // (H // H_kv).
         The work must be done by a Triton kernel launched here, with the softmax computed online over tiles
         of keys, in fp32 (tl.dot on fp32 inputs needs input_precision="ieee" on a GPU to stay within
-        tolerance). The judge allows atol = rtol = 1e-4 in fp32, 3e-3 in fp16, 2e-2 in bf16.
+        tolerance). The dot rule: every dimension (M, N and K) of every tl.dot is at least 16: what every
+        supported Triton (3.0 to 3.9) compiles on a GPU; pad the tile (BLOCK = max(16, next power of two))
+        and mask the padding (the judge's CPU cases apply it too). The judge allows atol = rtol = 1e-4 in
+        fp32, 3e-3 in fp16, 2e-2 in bf16.
     Mutates only out. Errors: inconsistent shapes may raise (the judge passes consistent ones).
     Example: seq_lens = [20, 37], cu_seqlens_q = [0, 8, 9], block size 4: rows 0..7 are the last 8 tokens
         of sequence 0 (positions 12..19: row 0 sees keys 0..12); row 8 is a decode row of sequence 1 at

@@ -68,10 +68,11 @@ def check_payload(kv_cache: torch.Tensor, blocks: torch.Tensor, num_blocks: int)
 
 
 def scatter_blocks(kv_cache: torch.Tensor, blocks: torch.Tensor, block_ids: list[int]) -> None:
-    """kv_cache[:, :, block_ids[i]] = blocks[:, :, i], in place; any layout after the block dim."""
+    """kv_cache[:, :, block_ids[i]] = blocks[:, :, i], in place; any layout after the block dim. By indexing,
+    not index_copy_, which has no fp8 (float8_e4m3fn) kernel on the CPU."""
     check_payload(kv_cache, blocks, len(block_ids))
     ids = torch.tensor(block_ids, dtype=torch.long, device=kv_cache.device)            # [n]
-    kv_cache.index_copy_(2, ids, blocks.to(kv_cache.device))
+    kv_cache[:, :, ids] = blocks.to(kv_cache.device)
 
 
 def check_prefix(pool: BlockPool, prefix_table: list[int]) -> None:

@@ -23,9 +23,8 @@ CODES = {PASSED: "ok", WRONG_ANSWER: "WA", RUNTIME_ERROR: "RE", TIME_LIMIT: "TLE
 VERDICTS = tuple(CODES)
 MEMORY_HINT = "the judge caps the memory a submission may allocate"
 _OOM_WORDS = ("can't allocate memory", "out of memory", "cannot allocate memory")
-_DOT16 = ("Triton before 3.5 compiles a tl.dot for a GPU only when each of its dimensions is at least 16 "
-          "(from 3.5 the inner one; triton < 3.3's interpreter checks it too): pad the tile (e.g. BLOCK_G = "
-          "max(16, next power of two >= G)) and mask the extra rows")
+_DOT16 = ("the dot rule: every dimension (M, N and K) of every tl.dot is at least 16, as every supported "
+          "Triton (3.0 to 3.9) needs on a GPU: pad the tile to max(16, next power of two), mask the padding")
 _EXCEPTION_HINTS = (  # words in an exception's text -> the hint (Triton's known refusals)
     (("Input shapes should have M >=",), _DOT16),
     (("must be >= 16", "input shape"), _DOT16),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import io
 
+from .cases import gpu_only
 from .cases.compare import show
 from .outcome import CODES, PASSED
 
@@ -18,7 +19,8 @@ from .outcome import CODES, PASSED
 def text(result, verbose: bool = False, timing: bool = True) -> str:
     """The report of one graded file; `timing=False` leaves out times (stable notebook output)."""
     lines = [f"Exercise {result.exercise_id}: {result.title}",
-             f"  graded: {result.label}   seed {result.seed}   device {result.device}"]
+             f"  graded: {result.label}   seed {result.seed}   device {result.device}",
+             *(f"  checked only with --device cuda: {clause}" for clause in gpu_only(result))]
     if timing:                                   # notebooks leave it out: it differs between machines
         lines.append(f"  isolation: {result.isolation}")
     if result.tampered:

@@ -57,6 +57,7 @@ class Supervisor:
         self.res_fd, self.out_fd, self.open_fds = res_r, out_r, {res_r, out_r}   # open: not at end of file
         self.reader, self.phase, self.next = LineReader(), "starting", start
         self.outcome: Outcome | None = None           # why the judge ended it, once it did
+        self.wild_case: int | None = None             # a case that wrote outside its tensors: ended after it
         self.ended: tuple | None = None               # (signal, exit code), once it has exited
         self.reaped = False                           # then its pid may name another process: never signal
         self.deadline = time.monotonic() + limits.startup_limit_s
@@ -92,6 +93,8 @@ class Supervisor:
 
     def _handle(self, message, now: float) -> None:
         run, lim = self.run, self.limits
+        if self.wild_case is not None:                # ended after a wild write: nothing more counts
+            return
         if isinstance(message, Refused):              # the refusal is the verdict, whatever happens next
             refused = Outcome(RUNTIME_ERROR, f"refused by the judge: {message.action}", REFUSED_HINT)
             if self.phase == "cases":
@@ -119,6 +122,9 @@ class Supervisor:
                 raise ProtocolError(f"case {message.index} reported, expected {self.next}")
             run.records[self.next] = message
             self.next += 1
+            if isinstance(message.observation, dict) and message.observation.get("wild_writes"):
+                self.wild_case = message.index        # its heap may be corrupt (cases/kernel_harness.py):
+                isolation.kill(self.pid)              # the next case runs in a fresh child
         if self.next == run.total and self.bench:
             self.phase, self.deadline = "bench", now + lim.bench_limit_s
         else:
@@ -165,6 +171,7 @@ class Supervisor:
             pass
         self._close()
         run, lim = self.run, self.limits
+        wild = self.wild_case is not None and self.outcome is None    # killed after a wild write: go on
         if self.phase == "done" and self.outcome is None:
             return None
         outcome = self.outcome or self._ended_how()
@@ -174,14 +181,15 @@ class Supervisor:
             else:
                 run.load = run.load or outcome
             return None
-        run.stopped.setdefault(self.next, outcome)
-        rest = self.next + 1
-        if rest < run.total and run.restarts < lim.max_restarts and \
+        if not wild:                                  # a wild case failed alone: restarts after it are free
+            run.stopped.setdefault(self.next, outcome)
+        rest = self.next + (not wild)
+        if rest < run.total and (run.restarts < lim.max_restarts or wild) and \
                 time.monotonic() < run.budget_end - lim.time_limit_s:
-            run.restarts += 1
+            run.restarts += not wild
             return rest
         for i in range(rest, run.total):
-            run.stopped[i] = Outcome(SKIPPED, f"not run: case {self.next} ended the process")
+            run.stopped[i] = Outcome(SKIPPED, f"not run: case {rest - 1} ended the process")
         return None
 
     def _ended_how(self) -> Outcome:

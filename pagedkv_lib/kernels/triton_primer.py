@@ -14,7 +14,8 @@ fused softmax, matmul):
 Per puzzle: `<name>_spec(inputs) -> Tensor` (the formula; shown in the notebook), `<name>_reference(inputs,
 out)` (the spec written into `out`: the oracle exercise 135 is graded against), `_<name>_kernel` and the
 launcher `<name>_triton(inputs, out)`, which checks shapes, dtypes and strides, then writes `out` in place.
-`gpu_dot_rule()` makes Triton's interpreter refuse the `tl.dot` tiles a GPU refuses (see its docstring).
+`gpu_dot_rule()` makes Triton's interpreter refuse the `tl.dot` tiles a GPU refuses (see its docstring); the
+course's one rule for every tl.dot, in every exercise, is DOT_RULE.
 
 Sizes: T output rows, W a row's width, R source rows, M x N a 2-D tile's extent, C columns, D head_dim
 (docs/conventions.md for the course's letters).
@@ -38,6 +39,9 @@ except ImportError as exc:  # triton is optional off Linux
 FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 HALF_FLOATS = (torch.float16, torch.bfloat16)      # tl.dot's inputs here: the model's 16-bit dtypes
 DOT_MIN = 16                                       # the smallest tl.dot dimension that every GPU accepts
+DOT_RULE = ("every dimension (M, N and K) of every tl.dot is at least 16: what every supported Triton (3.0 "
+            "to 3.9) compiles on a GPU; pad the tile (BLOCK = max(16, next power of two)) and mask the "
+            "padding")
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -268,17 +272,23 @@ def gpu_dot_rule(minimum: int = DOT_MIN):
     portable rule: NVIDIA GPUs required it of every dimension up to triton 3.4 and still require K >= 16 for
     16-bit inputs (triton 3.5 and later pad small M and N themselves), and the interpreter itself did up to
     3.2. Since 3.3 the interpreter accepts any size, so a tile that works on a CPU can fail on a GPU; this
-    makes the CPU as strict as the strictest GPU. A no-op where the interpreter has no such hook (older
-    triton: the rule is built in) and natively."""
+    makes the CPU as strict as the strictest GPU. Yields [the number of tl.dot calls the interpreter made
+    inside the block so far]; None, and no check, where the interpreter has no such hook (older triton: the
+    rule is built in) and natively."""
     from triton.runtime import interpreter
 
     fns = getattr(getattr(interpreter, "interpreter_builder", None), "codegen_fns", None)
     if not isinstance(fns, dict) or "min_dot_size" not in fns:
-        yield
+        yield None
         return
-    before = fns["min_dot_size"]
-    fns["min_dot_size"] = lambda lhs_type, rhs_type: (minimum, minimum, minimum)
+    before, dots = fns["min_dot_size"], [0]
+
+    def min_dot_size(lhs_type, rhs_type):
+        dots[0] += 1                                  # the interpreter asks once per tl.dot it runs
+        return (minimum, minimum, minimum)
+
+    fns["min_dot_size"] = min_dot_size
     try:
-        yield
+        yield dots
     finally:
         fns["min_dot_size"] = before

@@ -9,6 +9,7 @@ import runpy
 
 import pytest
 import torch
+from plants import plant_file
 from test_judge_plants import skip_on_an_old_interpreter
 
 from pagedkv_lib.judge import judge
@@ -52,7 +53,8 @@ def test_13x_cuda_case_sets_hold_together_on_the_cpu_oracle(exercise_id):
     assert len(cases) >= 5 and all(c.args["device"] == "cuda" for c in cases)
     for case in cases:
         k_cache = case.args["k_cache"]
-        assert k_cache.is_contiguous() and k_cache.storage_offset() == k_cache[0].numel()
+        if "huge" not in case.args:                                  # made in run: 2**31 elements
+            assert k_cache.is_contiguous() and k_cache.storage_offset() == k_cache[0].numel()
         expected = module.run(oracle, case)
         assert module.check(case, expected, expected).passed, case.name
     sizes = [int(c.args["seq_lens"].max()) if "seq_lens" in c.args else c.args["slot_mapping"].numel()
@@ -79,27 +81,16 @@ def test_13x_bench_checks_accept_the_library_kernels_and_reject_wrong_results():
         pytest.skip(f"this Triton's interpreter cannot run the library's decode kernel: {exc}")
 
 
-TL_DOT = [  # exercise 131's solution with tl.dot, BLOCK_G the next power of two >= G as a learner may take it
-    ("tl.sum(q[:, None, :] * k[None, :, :], axis=2) * scale",
-     'tl.dot(q, tl.trans(k), input_precision="ieee") * scale'),
-    ("tl.sum(p[:, :, None] * v[None, :, :], axis=1)", 'tl.dot(p, v, input_precision="ieee")'),
-]
-
-
 def tl_dot_submission(tmp_path):
-    source = get(131).solution_path.read_text()
-    for good, bad in TL_DOT:
-        assert source.count(good) == 1
-        source = source.replace(good, bad)
-    path = tmp_path / "131_tl_dot.py"
-    path.write_text(source)
-    return path
+    """Exercise 131's solution with tl.dot, BLOCK_G the next power of two >= G as a learner may take it."""
+    return plant_file(131, "tl_dot_with_a_group_tile_under_16", tmp_path)
 
 
-def test_131_tl_dot_with_fewer_than_16_rows_is_named_where_it_fails_and_passes_where_it_compiles(tmp_path):
+def test_131_tl_dot_under_16_rows_is_refused_on_the_cpu_and_passes_where_a_gpu_compiles_it(tmp_path):
     """NVIDIA's compiler refuses a tl.dot of fewer than 16 rows up to triton 3.4 (G = 4 in the judge's GPU
     cases) and pads M and N itself from 3.5 (K, here 32 and 128, must still be >= 16); the interpreter
-    refuses it up to 3.2 only. Where it fails the judge's hint names the rule; where it compiles it passes.
+    refuses it up to 3.2 only, and the judge's CPU cases apply the course's dot rule (every dimension >= 16)
+    whatever the interpreter, so the CPU refuses it, naming the rule; a GPU that compiles it passes it.
     (triton's version is read from its metadata: importing it here, before the judge forks a child for the
     interpreter, would leave that child triton's GPU mode.)"""
     from importlib.metadata import version
@@ -113,15 +104,14 @@ def test_131_tl_dot_with_fewer_than_16_rows_is_named_where_it_fails_and_passes_w
             "AssertionError('Input shapes should have M >= 16, N >= 16 and K >= 16')")
     record = Outcome.of_exception(CompilationError(said))
     assert record.verdict == "runtime error" and "at least 16" in record.hint
-    assert "BLOCK_G = max(16" in record.hint
+    assert "max(16, next power of two)" in record.hint
     cases = ex131.build(0, "cuda")
     assert any(c.args["q"].shape[1] // c.args["k_cache"].shape[2] == 4 for c in cases)
     path = tl_dot_submission(tmp_path)
     (cpu,) = grade(131, [path], isolation="fork")
     skip_on_an_old_interpreter(cpu)
-    if not cpu.ok:          # triton 3.9's interpreter accepts a small tl.dot; 3.0's refuses it like the GPU
-        failure = cpu.first_failure
-        assert cpu.verdict == "runtime error" and "at least 16" in failure.outcome.hint, failure
+    failure = cpu.first_failure
+    assert cpu.verdict == "runtime error" and "at least 16" in failure.outcome.hint, failure
     if not torch.cuda.is_available():
         pytest.skip("no CUDA: the GPU half runs on a GPU machine")
     (gpu,) = grade(131, [path], device="cuda")
@@ -146,3 +136,41 @@ def test_131_a_row_of_one_key_left_nan_is_counted_and_told_its_loop_never_ran():
         in outcome.message, outcome.message
     assert outcome.hint == LOOP_NEVER_RAN
     assert "no Triton kernel was launched" in ex131.check(case, expected, dict(expected, launches=0)).message
+
+
+def test_130_the_cpu_report_names_the_clause_only_the_gpu_cases_check():
+    """Offsets past 2**31 elements need a cache the CPU cases cannot hold: the CPU report says in one line
+    that only --device cuda checks them (ex130.GPU_ONLY), and a GPU report does not."""
+    from pagedkv_lib.judge import report
+    from pagedkv_lib.judge.grading import Result, Submission
+    from pagedkv_lib.judge.outcome import Outcome
+
+    def report_on(device: str) -> str:
+        result = Result(130, "Triton store_kvcache", Submission("x.py"), 0, device, "fork",
+                        load=Outcome("not implemented", "nothing graded"))
+        return report.text(result, timing=False)
+
+    line = f"checked only with --device cuda: {ex130.GPU_ONLY[0]}"
+    assert "int64" in ex130.GPU_ONLY[0] and report_on("cpu").splitlines()[2] == f"  {line}"
+    assert "checked only with --device cuda" not in report_on("cuda")
+    assert any(c.name == f"cuda/{ex130.HUGE[0]}" for c in ex130.build(0, "cuda"))
+
+
+INT32_SLOT = ("    slot = tl.load(slot_mapping_ptr + token).to(tl.int64)           # read 1 index",
+              "    slot = tl.load(slot_mapping_ptr + token)")
+
+
+def test_130_slots_past_2_31_elements_pass_in_int64_and_fail_in_int32_on_a_gpu(tmp_path):
+    """The GPU case of 2**31-element caches: the solution (int64 offsets) passes it, the same kernel with
+    int32 offsets fails it with the int64 hint (a wrong row, or the illegal address that the wrap makes)."""
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA: the case of 2**31-element caches runs on a GPU")
+    source = get(130).solution_path.read_text()
+    assert source.count(INT32_SLOT[0]) == 1
+    int32 = tmp_path / "130_int32_offsets.py"
+    int32.write_text(source.replace(*INT32_SLOT))
+    good, bad = grade(130, [get(130).solution_path, int32], device="cuda")
+    huge = f"cuda/{ex130.HUGE[0]}"
+    assert next(c for c in good.cases if c.name == huge).verdict == "passed", good.first_failure
+    failed = next(c for c in bad.cases if c.name == huge)
+    assert failed.verdict != "passed" and "int64" in f"{failed.outcome.message} {failed.outcome.hint}", failed

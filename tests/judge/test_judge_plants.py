@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from plants import BUGS
+from plants import BUGS, plant_file
 
 from pagedkv_lib.judge.cases import diff_free, kernel_harness
 from pagedkv_lib.judge.grading import grade
@@ -28,17 +28,7 @@ pytestmark = pytest.mark.slow          # every exercise's solution, stub and pla
 
 def planted(exercise_id: int, tmp_path) -> list:
     """The files of the planted bugs of one exercise (the solution with each plant's edits applied)."""
-    source = get(exercise_id).solution_path.read_text()
-    paths = []
-    for name, plant in BUGS[exercise_id].items():
-        text = source
-        for good, bad, *times in plant.edits:
-            assert text.count(good) == (times or [1])[0], f"{exercise_id}/{name}: the solution changed"
-            text = text.replace(good, bad)
-        path = tmp_path / f"{exercise_id}_{name}.py"
-        path.write_text(text)
-        paths.append(path)
-    return paths
+    return [plant_file(exercise_id, name, tmp_path) for name in BUGS[exercise_id]]
 
 
 def skip_on_an_old_interpreter(result) -> None:

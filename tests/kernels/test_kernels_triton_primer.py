@@ -121,3 +121,16 @@ def test_gpu_dot_rule_refuses_a_dot_under_16_rows_and_restores_the_interpreter()
         return
     _small_dot[(1,)](a, out, ROWS=4)                                  # the rule is gone again
     assert torch.equal(out, torch.full((4, 4), 16.0))
+
+
+def test_gpu_dot_rule_counts_the_dots_the_interpreter_runs():
+    """What exercise 135's scores check reads: one count per tl.dot per program, None where the interpreter
+    has no hook for the rule (then nothing is counted)."""
+    if not backend.is_interpreted():
+        pytest.skip("about Triton's CPU interpreter")
+    a, out = torch.ones(16, 16), torch.zeros(16, 16)
+    with tp.gpu_dot_rule() as dots:
+        if dots is None:
+            pytest.skip("this Triton's interpreter has no min_dot_size hook")
+        _small_dot[(3,)](a, out, ROWS=16)                             # three programs, one dot each
+    assert dots == [3]

@@ -86,3 +86,12 @@ def tensor_text(name: str, t, note: str = "") -> str:
     dtype = str(t.dtype).replace("torch.", "")
     small = f" = {t.tolist()}" if t.numel() <= 16 and not t.is_floating_point() else ""
     return f"{name}: shape {list(t.shape)} {dtype}{small}{note}"
+
+
+def gpu_only(result) -> tuple:
+    """The clauses that only the "cuda" cases of a graded exercise check (its case module's GPU_ONLY), for
+    the report of a run on another device; () on the GPU."""
+    import importlib
+
+    module = importlib.import_module(f"pagedkv_lib.judge.cases.ex{result.exercise_id}")
+    return () if result.device == "cuda" else tuple(getattr(module, "GPU_ONLY", ()))

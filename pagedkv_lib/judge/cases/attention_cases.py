@@ -122,17 +122,20 @@ def _row_text(a: dict, row: int) -> str:
 
 
 def reference(a: dict, *, gqa: str = "div", offset: bool = True, causal: bool = True, extra: int = 0,
-              scale: float | None = None, whole_blocks: bool = False,
-              zero_scores_to: int = 0) -> torch.Tensor | None:
+              scale: float | None = None, whole_blocks: bool = False, zero_scores_to: int = 0,
+              not_rescaled: tuple | None = None) -> torch.Tensor | None:
     """fp64 paged attention with switchable mistakes: [T, H, D], or None where the mistake cannot be made
-    (a context past its table row). whole_blocks: every token of the last block is read (its unused tail
-    too), the queries staying at their positions. zero_scores_to: keys of score 0 and value 0 up to the next
-    multiple of it (a kernel's last tile, K/V loaded as 0 past the context, scores left unmasked). A -1
-    block read by mistake is the pool's last block, as PyTorch indexing makes it."""
+    (a context past its table row). gqa: "div" (right), "mod" (h % H_kv), "first" (every head reads KV head
+    0). whole_blocks: every token of the last block is read (its unused tail too), the queries staying at
+    their positions. zero_scores_to: keys of score 0 and value 0 up to the next multiple of it (a kernel's
+    last tile, K/V loaded as 0 past the context, scores left unmasked). not_rescaled: ("acc" or "l", tile):
+    an online softmax over tiles of `tile` keys that forgets to rescale acc (or l) by exp(m_old - m_new).
+    A -1 block read by mistake is the pool's last block, as PyTorch indexing makes it."""
     q, k_cache, v_cache = a["q"].double(), a["k_cache"].double(), a["v_cache"].double()
     S, H_kv, D = k_cache.shape[1:]
     H = q.shape[1]
-    heads = torch.arange(H) // (H // H_kv) if gqa == "div" else torch.arange(H) % H_kv
+    heads = {"div": torch.arange(H) // (H // H_kv), "mod": torch.arange(H) % H_kv,
+             "first": torch.zeros(H, dtype=torch.long)}[gqa]                    # [H] the KV head of each
     cu = a["cu_seqlens_q"].tolist()
     out = torch.zeros_like(q)                                                   # [T, H, D]
     for b in range(len(cu) - 1):
@@ -153,8 +156,30 @@ def reference(a: dict, *, gqa: str = "div", offset: bool = True, causal: bool = 
             pad = -n % zero_scores_to
             s = torch.cat([s, s.new_zeros(H, q_len, pad)], -1)                # [H, q_len, n + pad]
             v = torch.cat([v, v.new_zeros(pad, H, D)])                        # [n + pad, H, D]
-        out[cu[b] : cu[b + 1]] = torch.einsum("htn,nhd->thd", s.softmax(-1), v)
+        if not_rescaled:
+            out[cu[b] : cu[b + 1]] = _online_softmax_v(s, v, *not_rescaled)
+        else:
+            out[cu[b] : cu[b + 1]] = torch.einsum("htn,nhd->thd", s.softmax(-1), v)
     return out
+
+
+def _online_softmax_v(s: torch.Tensor, v: torch.Tensor, forgotten: str, tile: int) -> torch.Tensor:
+    """softmax(s) . v computed online over tiles of `tile` keys, with acc (or l) never rescaled by
+    exp(m_old - m_new): s [H, q_len, n], v [n, H, D] -> [q_len, H, D]."""
+    H, q_len, n = s.shape
+    m = s.new_full((H, q_len), float("-inf"))                                 # [H, q_len] running max
+    l = s.new_zeros(H, q_len)                                                 # [H, q_len] running sum
+    acc = s.new_zeros(H, q_len, v.shape[-1])                                  # [H, q_len, D]
+    for start in range(0, n, tile):
+        s_t = s[..., start : start + tile]                                    # [H, q_len, tile]
+        m_new = torch.maximum(m, s_t.amax(-1))
+        alpha = torch.where(m_new > float("-inf"), torch.exp(m - m_new), 1.0)   # [H, q_len]
+        p = torch.exp(s_t - m_new[..., None]).nan_to_num(0.0)                   # [H, q_len, tile]
+        pv = torch.einsum("htn,nhd->htd", p, v[start : start + tile])           # [H, q_len, D]
+        l = (l if forgotten == "l" else l * alpha) + p.sum(-1)
+        acc = (acc if forgotten == "acc" else acc * alpha[..., None]) + pv
+        m = m_new
+    return (acc / l[..., None]).transpose(0, 1)                               # [q_len, H, D]
 
 
 GARBAGE = ("NaN in the output: a cache row outside the context reached it (the last block's unused tail, "
@@ -167,6 +192,15 @@ ARITHMETIC = ("NaN or inf from the arithmetic: this case's scores are extreme (e
 LOOP_NEVER_RAN = ("NaN only in rows that see a single key (a context of length 1): 0 / 0, their key loop "
                   "never ran (l = 0, acc = 0). Its bound must cover every key: for start in range(0, "
                   "context_len, BLOCK_N), so that a single key still gets a tile")
+SHORT_ROWS_LOOP = ("NaN only in the rows that see the fewest keys (at most {n}; every row that sees {longer} "
+                   "or more is finite): 0 / 0, their key loop did not run once (l = 0, acc = 0), as a bound "
+                   "rounded down to whole tiles does. Its bound must cover every key: for start in range(0, "
+                   "context_len, BLOCK_N), the last tile masked")
+NAN_EVERYWHERE = ("NaN in every row, and in a kernel this case cannot tell two causes apart: a key loop "
+                  "that did not run (0 / 0: l = 0, acc = 0; its bound must be range(0, context_len, "
+                  "BLOCK_N)), or a cache row outside the context read (the last block's tail, or block -1 "
+                  "through the padding: mask the K/V loads, and the block-table load, at positions >= "
+                  "context_len). Look at both")
 RECIPE = ("gather each sequence's K/V through its block table (position p: block_tables[b, p // S], offset "
           "p % S), then softmax(q . k * scale) . v in fp32")
 SUMS_HINTS = {  # a sums case's check -> why 16-bit arithmetic shows there, and what to keep in fp32
@@ -186,10 +220,13 @@ def _diagnose(a: dict, got: torch.Tensor, expected: torch.Tensor, tol: float) ->
     clean = dict(a, k_cache=a["k_cache"].nan_to_num(0.0), v_cache=a["v_cache"].nan_to_num(0.0))
     variants = [
         ("GQA: query head h reads KV head h // (H // H_kv), not h % H_kv", {"gqa": "mod"}),
+        ("GQA: every query head read KV head 0: head h reads KV head h // (H // H_kv) (in a kernel, the "
+         "program's KV head j: offset the cache by j * D within a slot's H_kv * D)", {"gqa": "first"}),
         ("causal mask: the new tokens are the LAST q_len of the context, so query i sits at position "
          "seq_len - q_len + i, not i", {"offset": False}),
         ("causal: query i must not see keys after its own position", {"causal": False}),
         ("use the `scale` argument, not 1/sqrt(head_dim)", {"scale": D**-0.5}),
+        ("the scale was never applied: multiply q . k by `scale` (once) before the softmax", {"scale": 1.0}),
         ("the scale was applied twice (q multiplied by scale, then the scores again): multiply the scores "
          "by it once", {"scale": a["scale"] ** 2}),
         ("one token too many: the context is positions 0..context_len-1", {"extra": 1}),
@@ -201,6 +238,12 @@ def _diagnose(a: dict, got: torch.Tensor, expected: torch.Tensor, tol: float) ->
            "loaded with other=0 gives q . k = 0, and exp(0 - m) still enters l. Set the scores of positions "
            ">= context_len to -inf (tl.where) before the max and the exp", {"zero_scores_to": n})
           for n in TILES),
+        *((f"acc was not rescaled (with tiles of {n} keys, it seems): when the running max grows from m to "
+           f"m', acc must be multiplied by exp(m - m') before the new tile's p . v is added, as l is",
+           {"not_rescaled": ("acc", n)}) for n in TILES),
+        *((f"l was not rescaled (with tiles of {n} keys, it seems): when the running max grows from m to "
+           f"m', l must be multiplied by exp(m - m') before the new tile's sum is added, as acc is",
+           {"not_rescaled": ("l", n)}) for n in TILES),
     ]
     for text, kwargs in variants:
         if kwargs.get("scale") == a["scale"]:
@@ -214,7 +257,11 @@ def _diagnose(a: dict, got: torch.Tensor, expected: torch.Tensor, tol: float) ->
     if bool(broken.any()):
         if _extreme_scores(a):
             return ARITHMETIC
-        return LOOP_NEVER_RAN if bool((keys_seen(a)[broken] == 1).all()) else GARBAGE
+        seen = keys_seen(a)                                                             # [T]
+        if not bool(broken.all()) and int(seen[broken].max()) < int(seen[~broken].min()):   # the shortest
+            return LOOP_NEVER_RAN if int(seen[broken].max()) == 1 else SHORT_ROWS_LOOP.format(
+                n=int(seen[broken].max()), longer=int(seen[~broken].min()))
+        return GARBAGE
     return RECIPE
 
 

@@ -126,6 +126,13 @@ def check(case: Case, expected: dict, got: dict) -> Outcome:
                          f"slot // block_size = {n}, offset slot % block_size = {s}")
         if idx[0] == 1 and diff(expected["caches"][0], got["caches"][0]) is None:
             return wrong(message, "k_cache is right, but value was not written into v_cache")
+        missing = _tokens_not_written(rows, got["caches"][idx[0]].reshape(-1, *rows.shape[1:]), slots)
+        T = len(slots)
+        if missing and len(missing) < len([x for x in slots if x >= 0]) and \
+                missing == [i for i in range(missing[0], T) if slots[i] >= 0]:
+            tokens = f"token {T - 1} was" if missing[0] == T - 1 else f"tokens {missing[0]}..{T - 1} were"
+            return wrong(message, f"{tokens} never written, every token before was: the grid is "
+                         f"{T - missing[0]} program(s) short: one program per token, grid (T,) = ({T},)")
         return wrong(message, f"token {t} (slot {slot}) was not written: write into k_cache/v_cache in place "
                      "(a copy, or a rebound name, leaves the caller's cache unchanged)")
     other = (value, key)[idx[0]][t, h, d].item()
@@ -137,6 +144,13 @@ def check(case: Case, expected: dict, got: dict) -> Outcome:
                      "the slots aligned (drop a padded token's row together with its slot)")
     return wrong(message, f"token {t} goes to slot {slot}: block slot // block_size = {n}, "
                  f"offset slot % block_size = {s}")
+
+
+def _tokens_not_written(rows: torch.Tensor, cache_rows: torch.Tensor, slots: list) -> list:
+    """The tokens (slot not -1) whose row is not in the cache at their slot: rows [T, H_kv, D], cache_rows
+    [N * S, H_kv, D]."""
+    return [t for t, slot in enumerate(slots)
+            if slot >= 0 and diff(observe(rows[t]), observe(cache_rows[slot])) is not None]
 
 
 def _rows_equal_to(rows: torch.Tensor, row: torch.Tensor) -> list:

@@ -7,6 +7,8 @@ Clauses of the contract -> the fixed case that holds each (exercise 124's list, 
     not one element past a row (mask ROW < BLOCK)     odd_heads_and_dim, row_of_15_ends_the_cache (guard)
     the caches written in place                       notebook_prefill_a_and_b
     the work done by a Triton kernel launched here    every case (kernel_harness.call counts the launches)
+    int64 offsets (a slot past 2**31 / ROW)           cuda/slots_past_2_31_elements, on a GPU only
+                                                      (GPU_ONLY: the CPU report says so)
 
 Device "cpu": exercise 124's cases (and two more) in Triton's interpreter; "cuda": larger shapes, natively.
 Each cache is a view into a buffer with a NaN block before and after it (kernel_harness.guarded): a write
@@ -19,7 +21,7 @@ import sys
 import torch
 
 from pagedkv_lib.core.store_kvcache import store_kvcache as _oracle
-from pagedkv_lib.judge.cases.compare import diff
+from pagedkv_lib.judge.cases.compare import diff, show
 from pagedkv_lib.judge.outcome import Outcome, wrong
 
 from . import Case, ex124, fresh, observe
@@ -30,9 +32,10 @@ from .kernel_harness import (
     fingerprint,
     guarded,
     not_launched,
-    outside,
     to_device,
     where,
+    wild_writes,
+    wrote_outside,
 )
 
 NAME = "store_kvcache_triton"
@@ -50,6 +53,11 @@ CUDA = [  # the "cuda" case set: larger shapes, natively on the GPU
 ]
 
 
+HUGE = ("slots_past_2_31_elements", 2**17 + 64, 16, 8, 128, "bf16", 64)   # name, N, S, H_kv, D, dtype, T
+GPU_ONLY = (f"offsets past 2**31 elements (int64 arithmetic: slot.to(tl.int64) * ROW), case cuda/{HUGE[0]}: "
+            "a cache the CPU cases cannot hold",)   # clauses that only --device cuda checks (the report says)
+
+
 def build(seed: int, device: str = "cpu") -> list[Case]:
     if device == "cuda":
         cases = [_cuda_case(f"cuda/{name}", *rest, seed=1000 * seed + 300 + i)   # slots drawn per seed
@@ -62,7 +70,67 @@ def build(seed: int, device: str = "cpu") -> list[Case]:
                          v_cache=guarded(case.args["v_cache"]))
         case.show[0] = case.show[0].replace("store_kvcache(", f"{NAME}(")
         case.show.append("k_cache and v_cache lie between NaN guard blocks: writes outside them are caught")
+    if device == "cuda":
+        cases.append(_huge_case(f"cuda/{HUGE[0]}", *HUGE[1:], seed=1000 * seed + 399))
     return cases
+
+
+def _huge_case(name, N, S, H_kv, D, dtype, T, seed) -> Case:
+    """Caches of N * S * H_kv * D > 2**31 elements, made on the device in `run` (torch.empty: only the rows
+    the case reads are ever touched), and slots near their end: an int32 offset slot * ROW wraps there."""
+    gen = torch.Generator().manual_seed(seed)
+    top = torch.randperm(4 * T, generator=gen)[:T] + (N * S - 4 * T)          # [T] slots near the end
+    top[:2] = torch.tensor([0, 1])                                           # and two at the start
+    case = ex124._case(name, 1, 1, H_kv, D, [0] * T, dtype, False, seed)    # key, value; tiny caches
+    case.args.update(huge=(N, S, H_kv, D), slot_mapping=top.to(torch.int32), k_cache=None, v_cache=None,
+                     device="cuda")
+    case.show = [f"{NAME}(key, value, k_cache, v_cache, slot_mapping), block_size {S}:",
+                 f"key, value: shape [{T}, {H_kv}, {D}] {dtype}; k_cache, v_cache: shape [{N}, {S}, {H_kv}, "
+                 f"{D}] = {N * S * H_kv * D} elements each (past 2**31 = {2**31})",
+                 f"slot_mapping: {T} slots, 0, 1 and the rest among the last {4 * T} of {N * S}"]
+    return case
+
+
+def _run_huge(ns, a: dict, device: str) -> dict:
+    """The huge case: caches made here, the slots' rows and their neighbours set to NaN first; observed:
+    those rows only."""
+    dt = a["qkv"].dtype
+    k_cache, v_cache = (torch.empty(a["huge"], dtype=dt, device=device) for _ in range(2))  # [N, S, H_kv, D]
+    row = a["huge"][2] * a["huge"][3]
+    slots = a["slot_mapping"].to(device)
+    near = torch.cat([slots, slots + 1, slots - 1]).clamp(0, a["huge"][0] * a["huge"][1] - 1).long()  # [3T]
+    for cache in (k_cache, v_cache):
+        cache.view(-1, row)[near] = float("nan")
+    key, value = ex124.split_qkv(dict(a, qkv=a["qkv"].to(device)))
+    try:
+        _, launches, _ = call(ns, NAME, _oracle, key, value, k_cache, v_cache, slots)
+    except RuntimeError as exc:
+        if "illegal memory access" not in str(exc):
+            raise
+        raise RuntimeError(f"{exc}: in this case slots lie past 2**31 / ROW, where an int32 offset wraps "
+                           f"to a negative address. {INT64}") from exc
+    return {"rows": observe([c.view(-1, row)[near] for c in (k_cache, v_cache)]), "wild_writes": [],
+            "inputs": [fingerprint(key), fingerprint(slots)], "launches": launches}
+
+
+def _check_huge(case: Case, expected: dict, got: dict) -> Outcome:
+    found = diff(expected["rows"], got["rows"])
+    if found is None:
+        return Outcome()
+    T = len(case.args["slot_mapping"])
+    which, i = (int(x) for x in found[0].replace("][", ",").strip("[]").split(",")[:2])
+    slot = int(case.args["slot_mapping"][i % T])
+    row = case.args["huge"][2] * case.args["huge"][3]
+    message = (f"{('k_cache', 'v_cache')[which]}: the row of slot {slot} (or next to it) is wrong: expected "
+               f"{show(found[1])}, got {show(found[2])}")
+    if slot * row < 2**31:
+        return wrong(message, f"slot {slot} lies at the start of a cache of more than 2**31 elements: "
+                     "store each row at slot * ROW, whatever the cache's size")
+    return wrong(message, f"slot {slot} starts at element {slot} * ROW = {slot * row}, past 2**31 - 1 = "
+                 f"{2**31 - 1}: int32 offsets wrap there. {INT64}")
+
+
+INT64 = "Compute the offsets in int64: slot.to(tl.int64) * ROW"
 
 
 def _cuda_case(name, N, S, H_kv, D, dtype, strided, T, seed) -> Case:
@@ -78,12 +146,15 @@ def _cuda_case(name, N, S, H_kv, D, dtype, strided, T, seed) -> Case:
 def run(ns, case: Case) -> dict:
     device = where(ns, NAME, _oracle, case.args["device"])
     a = fresh(case.args)
+    if "huge" in a:
+        return _run_huge(ns, a, device)
     k_cache, v_cache = to_device(a["k_cache"], device), to_device(a["v_cache"], device)
     d = dict(a, qkv=a["qkv"].to(device))
     key, value = ex124.split_qkv(d)                                  # [T, H_kv, D], views if strided
     slots = a["slot_mapping"].to(device)
-    _, launches = call(ns, NAME, _oracle, key, value, k_cache, v_cache, slots)
-    return {"caches": observe([k_cache, v_cache]), "guards": observe([outside(k_cache), outside(v_cache)]),
+    _, launches, _ = call(ns, NAME, _oracle, key, value, k_cache, v_cache, slots)
+    wild = wild_writes("k_cache", k_cache) + wild_writes("v_cache", v_cache)
+    return {"caches": observe([k_cache, v_cache]), "wild_writes": wild,
             "inputs": [fingerprint(d["qkv"]), fingerprint(slots)], "launches": launches}
 
 
@@ -91,9 +162,11 @@ def check(case: Case, expected: dict, got: dict) -> Outcome:
     no_kernel = not_launched(got)
     if no_kernel is not None:
         return no_kernel
-    found = diff(expected["guards"], got["guards"])
-    if found is not None:
-        return _guard_written(case, found)
+    if "huge" in case.args:
+        return _check_huge(case, expected, got)
+    outside_caches = wrote_outside(got, _store_mask_hint(case, got))
+    if outside_caches is not None:
+        return outside_caches
     outcome = ex124.check(case, expected, got)
     if outcome.passed or not outcome.message.startswith(("k_cache[", "v_cache[")):
         return outcome
@@ -117,20 +190,16 @@ def check(case: Case, expected: dict, got: dict) -> Outcome:
     return outcome
 
 
-def _guard_written(case: Case, found) -> Outcome:
-    path, e, g = found
-    which, i = (int(x) for x in path.replace("][", ",").strip("[]").split(","))
-    cache = case.args[("k_cache", "v_cache")[which]]
-    row, guard = cache.shape[2] * cache.shape[3], cache[0].numel()  # a guard: one block before, one after
-    name = ("k_cache", "v_cache")[which]
-    if i < guard:
-        where_ = f"{guard - i} elements BEFORE {name} (in its row -{-(-(guard - i) // row)})"
-        hint = ("a slot of -1 must be skipped: used as an offset, -1 * ROW lands just before the cache"
-                if -1 in case.args["slot_mapping"].tolist() else "an offset below 0 was written")
-    else:
-        where_ = f"{i - guard} elements AFTER the end of {name}"
-        hint = f"mask the row: offsets ROW = {row} and beyond belong to the next row (or lie past the cache)"
-    return wrong(f"memory outside the cache was written: {where_}: expected {e}, got {g}", hint)
+def _store_mask_hint(case: Case, got) -> str:
+    """Why a store left the caches (got["wild_writes"]): before the first element, a slot of -1 used as an
+    offset; after the last, a row not masked."""
+    row = case.args["k_cache"].shape[2] * case.args["k_cache"].shape[3]
+    wild = got.get("wild_writes") if isinstance(got, dict) else None
+    if any("before its first" in str(line) for line in wild or []):
+        if -1 in case.args["slot_mapping"].tolist():
+            return "a slot of -1 must be skipped: used as an offset, -1 * ROW lands just before the cache"
+        return "an offset below 0 was written"
+    return f"mask the row: offsets ROW = {row} and beyond belong to the next row (or lie past the cache)"
 
 
 # ----------------------------------------------------------------------------------------------------------

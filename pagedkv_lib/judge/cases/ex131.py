@@ -38,7 +38,7 @@ import sys
 import torch
 
 from pagedkv_lib.core.paged_attention import paged_attention_decode as _oracle
-from pagedkv_lib.judge.outcome import Outcome, wrong
+from pagedkv_lib.judge.outcome import Outcome
 
 from . import Case, ex125, fresh, observe
 from .attention_cases import GARBAGE, check_attention, make_case
@@ -49,10 +49,11 @@ from .kernel_harness import (
     fingerprint,
     guard_attention_inputs,
     not_launched,
-    outside,
     random_attention_options,
     to_device,
     where,
+    wild_writes,
+    wrote_outside,
 )
 from .kernel_harness import bench_report as _bench_report
 
@@ -113,10 +114,11 @@ def run(ns, case: Case) -> dict:
     q, lens = a["q"].to(device), a["seq_lens"].to(device)
     k_cache, v_cache, tables = (to_device(a[k], device) for k in ("k_cache", "v_cache", "block_tables"))
     with guarded_allocations():
-        out, launches = call(ns, NAME, _oracle, q, k_cache, v_cache, tables, lens, a["scale"])
+        out, launches, _ = call(ns, NAME, _oracle, q, k_cache, v_cache, tables, lens, a["scale"])
     inputs = [fingerprint(t) for t in (q, k_cache, v_cache, tables, lens)]   # read-only: unchanged?
-    guard = outside(out) if isinstance(out, torch.Tensor) and out.is_contiguous() else None
-    return {"out": observe(out), "inputs": inputs, "out_guard": observe(guard), "launches": launches}
+    guarded_out = isinstance(out, torch.Tensor) and out.is_contiguous() and out.is_floating_point()
+    wild = wild_writes("out", out) if guarded_out and ns[NAME] is not _oracle else []
+    return {"out": observe(out), "inputs": inputs, "wild_writes": wild, "launches": launches}
 
 
 OUT_GUARD = 4096    # NaN elements before and after a tensor the launcher makes: more than a tile overruns
@@ -155,12 +157,11 @@ def check(case: Case, expected: dict, got: dict) -> Outcome:
     no_kernel = not_launched(got)
     if no_kernel is not None:
         return no_kernel
-    guard = got.get("out_guard")
-    if isinstance(guard, torch.Tensor) and guard.is_floating_point() and bool((~torch.isnan(guard)).any()):
-        return wrong("memory around the output was written (the NaN guard the judge puts before and after a "
-                     "tensor made with torch.empty_like and friends)",
-                     "mask the store: query heads past G and dims past D are not this program's (BLOCK_G "
-                     "and BLOCK_D are rounded up to powers of two); the last head's extra rows lie past out")
+    outside_out = wrote_outside(got, "mask the store: query heads past G and dims past D are not this "
+                                "program's (BLOCK_G and BLOCK_D are padded past them); the last head's extra "
+                                "rows lie past out")
+    if outside_out is not None:
+        return outside_out
     outcome = check_attention(case, expected, got)
     if not outcome.passed and outcome.hint:
         outcome.hint = attention_kernel_hint(case.args, expected["out"], got["out"], outcome.hint,

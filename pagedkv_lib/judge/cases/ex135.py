@@ -4,7 +4,8 @@ the PyTorch specs of pagedkv_lib.kernels.triton_primer.
 Every `out` is a view between NaN guard rows (kernel_harness.guarded) and starts as NaN, so a write past it
 and an element never written are both seen. Inputs are views into buffers whose guard rows and spare
 columns hold POISON (-4096), so a read past a row, a read of row -1 and a read with the wrong stride each
-leave a recognisable value. Sizes are never multiples of the blocks (W = 13, M x N = 37 x 21, ...).
+leave a recognisable value (around the scores' q and k: NaN, which no zero in a dot cancels). Sizes are never
+multiples of the blocks (W = 13, M x N = 37 x 21, ...).
 
 Clauses of the contract -> the fixed case that holds each:
     gather_rows: out[t] = src[index[t]]                    gather/worked_example, gather/repeated_and_reversed
@@ -22,10 +23,13 @@ Clauses of the contract -> the fixed case that holds each:
                  rows x.stride(0) apart                    softmax/row_stride_wider_than_the_row
     scores:      q @ k^T in fp32                           scores/worked_example, scores/gqa_group_of_4
                  any strides (k a transposed view)         scores/k_transposed
-                 every tl.dot dimension >= 16              scores/gqa_group_of_4 (the CPU runs under
-                                                           triton_primer.gpu_dot_rule, the strictest
-                                                           GPU's rule: NVIDIA up to triton 3.4; from 3.5
-                                                           it needs only K >= 16)
+                 every tl.dot dimension >= 16              scores/gqa_group_of_4 (on the CPU every Triton
+                                                           exercise runs under triton_primer.gpu_dot_rule:
+                                                           triton_primer.DOT_RULE)
+                 the tile made by tl.dot (a "how" clause)  scores/worked_example (the interpreter counts
+                                                           the tl.dot it runs; on the CPU only)
+                 q's and k's padding loaded as 0, not read scores/gqa_group_of_4 (the spare columns next
+                                                           to q's rows and k's hold NaN: 0 x NaN is NaN)
     inputs read-only                                       every case (fingerprints)
     the work done by the launcher's kernel                 every case (kernel_harness.call counts launches)
 
@@ -34,12 +38,11 @@ apply: the native compiler is the rule).
 """
 from __future__ import annotations
 
-import contextlib
 import random
 
 import torch
 
-from pagedkv_lib.judge.cases.compare import close, diff, show
+from pagedkv_lib.judge.cases.compare import close, show
 from pagedkv_lib.judge.outcome import Outcome, wrong
 
 from . import Case, fresh, observe
@@ -48,10 +51,11 @@ from .kernel_harness import (
     fingerprint,
     guarded,
     not_launched,
-    outside,
     raw_bf16_bits,
     to_device,
     where,
+    wild_writes,
+    wrote_outside,
 )
 
 POISON = -4096.0                     # exact in fp16 and bf16: what a read outside the data returns
@@ -151,11 +155,11 @@ def _cuda_cases(seed: int) -> list[Case]:
 # ----------------------------------------------------------------------------------------------------------
 # inputs: views into POISON-padded buffers; outputs: NaN between NaN guards
 
-def _padded_rows(data: torch.Tensor, spare: int) -> torch.Tensor:
-    """`data` [R, W] as a view into a POISON buffer [R + 2, W + 2 * spare]: a guard row before and after, and
-    `spare` columns on each side of every row (then rows are W + 2 * spare apart)."""
+def _padded_rows(data: torch.Tensor, spare: int, fill: float = POISON) -> torch.Tensor:
+    """`data` [R, W] as a view into a buffer [R + 2, W + 2 * spare] of `fill`: a guard row before and after,
+    and `spare` columns on each side of every row (then rows are W + 2 * spare apart)."""
     R, W = data.shape
-    buf = torch.full((R + 2, W + 2 * spare), POISON, dtype=data.dtype)          # [R + 2, W + 2 spare]
+    buf = torch.full((R + 2, W + 2 * spare), fill, dtype=data.dtype)            # [R + 2, W + 2 spare]
     buf[1 : R + 1, spare : spare + W] = data
     return buf[1 : R + 1, spare : spare + W]                                    # [R, W] a view
 
@@ -230,16 +234,17 @@ def _scores(name, M, N, D, layout, dtype, seed) -> Case:
         q, keys = torch.tensor([[1.0, 0.0]]), torch.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
     else:
         q, keys = torch.randn(M, D, generator=g), torch.randn(N, D, generator=g)
-    q = _padded_rows(q.to(dt), 2)                                               # [M, D] rows D + 4 apart
+    nan = float("nan")          # around q and k: a padded lane read from memory is NaN, which no 0 cancels
+    q = _padded_rows(q.to(dt), 2, nan)                                          # [M, D] rows D + 4 apart
     if layout == "transposed":
-        k = _padded_rows(keys.T.contiguous().to(dt), 0).T                       # [N, D] strides (1, N)
+        k = _padded_rows(keys.T.contiguous().to(dt), 0, nan).T                  # [N, D] strides (1, N)
     elif layout == "cache_head":
         H_kv = 3
         cache = torch.randn(N, H_kv, D, generator=g)                            # [N, H_kv, D] a cache's rows
         cache[:, 1] = keys
-        k = _padded_rows(cache.view(N, H_kv * D).to(dt), 0).view(N, H_kv, D)[:, 1]   # [N, D] head 1
+        k = _padded_rows(cache.view(N, H_kv * D).to(dt), 0, nan).view(N, H_kv, D)[:, 1]   # [N, D] head 1
     else:
-        k = _padded_rows(keys.to(dt), 0)                                        # [N, D]
+        k = _padded_rows(keys.to(dt), 0, nan)                                   # [N, D]
     args = {"fn": "scores", "q": q, "k": k, "out": _nan_out((M, N), torch.float32)}
     lines = [f"scores_triton(q, k, out): q [{M}, {D}] {dtype} strides {q.stride()}, k [{N}, {D}] strides "
              f"{k.stride()} ({layout})",
@@ -264,12 +269,9 @@ def run(ns, case: Case) -> dict:
     a = fresh(case.args)
     inputs = [to_device(a[k], device) for k in INPUTS[puzzle]]
     out = to_device(a["out"], device)
-    learner = ns[name] is not oracle
-    rule = triton_primer.gpu_dot_rule() if device == "cpu" and learner else contextlib.nullcontext()
-    with rule:
-        _, launches = call(ns, name, oracle, *inputs, out)
-    return {"out": observe(out), "guards": observe(outside(out)),
-            "inputs": [fingerprint(t) for t in inputs], "launches": launches}
+    _, launches, dots = call(ns, name, oracle, *inputs, out)           # under the GPU's tl.dot rule
+    return {"out": observe(out), "wild_writes": wild_writes("out", out),
+            "inputs": [fingerprint(t) for t in inputs], "launches": launches, "dots": dots}
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -283,14 +285,19 @@ TOLERANCE = {  # puzzle -> (atol, rtol as a multiple of the output dtype's eps, 
 
 def check(case: Case, expected: dict, got: dict) -> Outcome:
     puzzle = case.args["fn"]
-    if not isinstance(got, dict) or set(got) != {"out", "guards", "inputs", "launches"}:
+    if not isinstance(got, dict) or set(got) != {"out", "wild_writes", "inputs", "launches", "dots"}:
         return wrong(f"expected an observation of out, got {show(got)}")
     no_kernel = not_launched(got)
     if no_kernel is not None:
         return no_kernel
-    found = diff(expected["guards"], got["guards"])
-    if found is not None:
-        return _guard_written(case, found)
+    if puzzle == "scores" and got["dots"] == 0:                  # counted in the interpreter only
+        return wrong("scores_triton's kernel ran no tl.dot",
+                     "the puzzle rehearses tl.dot: the scores tile is tl.dot(q, tl.trans(k)), on tiles "
+                     "padded to 16 (a sum of products gives the same numbers, but not on the GPU's tensor "
+                     "cores, which the puzzle is about)")
+    outside_out = wrote_outside(got, _store_hint(case, got["wild_writes"]))
+    if outside_out is not None:
+        return outside_out
     if got["inputs"] != expected["inputs"]:
         return wrong(f"an input changed: {', '.join(INPUTS[puzzle])} are read-only", "write only into out")
     e, g = expected["out"], got["out"]
@@ -303,17 +310,29 @@ def check(case: Case, expected: dict, got: dict) -> Outcome:
     return outcome
 
 
-def _guard_written(case: Case, found) -> Outcome:
-    path, e, g = found
-    i = int(path.strip("[]"))
-    out = case.args["out"]
-    guard = out[0].numel()                                         # one row before out, one after
-    where_ = f"{guard - i} elements BEFORE out" if i < guard else f"{i - guard} elements AFTER the end of out"
-    hint = {"gather_rows": "mask the row: lanes W..BLOCK-1 of the last program write past out (offs < W)",
-            "scale_columns": "mask the tile: rows with M, columns with N (the last tiles reach past out)",
-            "row_softmax": "mask every store with the row's end C: the last step writes past out",
-            "scores": "mask the store: rows with M, columns with N"}[case.args["fn"]]
-    return wrong(f"memory outside out was written: {where_}: expected {e}, got {g}", hint)
+STORE_MASK = {  # puzzle -> the hint for a store past the end of out
+    "gather_rows": "mask the row: lanes W..BLOCK-1 of the last program write past out (offs < W)",
+    "scale_columns": "mask the tile: rows with M, columns with N (the last tiles reach past out)",
+    "row_softmax": "mask every store with the row's end C: the last step writes past out",
+    "scores": "mask the store: rows with M, columns with N",
+}
+
+
+def _store_hint(case: Case, wild: list) -> str:
+    """The hint for a store outside out, from where it landed (kernel_harness.wild_writes' lines): before
+    out, in gather_rows with a -1 in the index, the row was addressed by index[t]; exactly one row of N
+    after out in scale_columns, a row mask one too wide; else the puzzle's mask."""
+    puzzle, text = case.args["fn"], " ".join(map(str, wild))
+    if "before its first" in text:
+        if puzzle == "gather_rows" and -1 in case.args["index"].tolist():
+            return ("out was written before its first row: the store addressed out by index[t] (here -1); "
+                    "program t writes row t of out, out_ptr + t * W + offs")
+        return "a store's offset went below 0: out's element [i, j] is at i * N + j, i and j from 0"
+    N = case.args["out"].shape[1]
+    if puzzle == "scale_columns" and f" {N} element(s) written after" in text:
+        return (f"exactly one row past out ({N} elements, row M): the row mask lets row M through (rows <= "
+                "M); rows 0..M-1 are out's: mask rows < M")
+    return STORE_MASK[puzzle]
 
 
 def _never_written(e: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
@@ -381,6 +400,14 @@ def _softmax_hint(case: Case, e: torch.Tensor, g: torch.Tensor) -> str:
             return f"out[{r}, {n}:] was never written: write zeros after the row's length (out starts as NaN)"
         if n == 0:
             return "a row of length 0 is all zeros: no exp(-inf - (-inf)) (= NaN) may reach out"
+        row = case.args["x"][r, :n].float()
+        without_max = _softmax_without_the_max(row)
+        if bool(head.isnan().any()) and torch.allclose(head, without_max, atol=1e-3, rtol=1e-2,
+                                                        equal_nan=True):
+            return (f"row {r}'s scores lie far from 0 (max {float(row.max()):.4g}): "
+                    "exp(x) alone underflows to 0 (or overflows), and exp(x) / sum = 0 / 0 = NaN, exactly "
+                    "what came out: subtract the row's max first, exp(x - max). (If your kernel does, NaN "
+                    "here can only come from reading past the length: mask the loads with offs < length)")
         if bool(head.isnan().any()):
             return (f"row {r} read past its length {n} (x holds nan, inf there): mask every load with "
                     "offs < length, not with the number of columns")
@@ -405,11 +432,29 @@ def _softmax_hint(case: Case, e: torch.Tensor, g: torch.Tensor) -> str:
     return "softmax(x[r, :n]) = exp(x - max) / sum(exp(x - max)), computed in fp32"
 
 
+def _softmax_without_the_max(row: torch.Tensor) -> torch.Tensor:
+    """exp(x) / sum(exp(x)) in fp32, the max not subtracted: [n]."""
+    e = torch.exp(row.float())                                                  # [n]
+    return e / e.sum()
+
+
 def _scores_hint(case: Case, e: torch.Tensor, g: torch.Tensor) -> str:
     q, k = case.args["q"], case.args["k"]
-    if bool(_never_written(e, g).any()):
-        return "some of out was never written: triton.cdiv(N, BLOCK_N) programs, each masking its keys"
     N, D = k.shape
+    nan_cols = g.isnan().any(0)                                                  # [N]
+    read_nan = ("a padded lane of q or k (past D, or rows past M or N) was read from memory, where NaN lies "
+                "here: load the tiles masked with other=0.0 (a padded lane must be 0 in the dot, and 0 x NaN "
+                "is NaN, while 0 x a finite value would have hidden it)")
+    if bool(g.isnan().all()):
+        return ("every element of out is NaN (as out starts), and this case cannot tell two causes apart: no "
+                "program wrote it (the grid has triton.cdiv(N, BLOCK_N) programs), or " + read_nan)
+    first = int(nan_cols.float().argmax())                                       # the first NaN column
+    if bool(nan_cols.any()) and bool(nan_cols[first:].all()) and bool(g[:, first:].isnan().all()) and \
+            torch.allclose(g[:, :first], e[:, :first], rtol=1e-3, atol=1e-3):
+        return (f"columns {first}..{N - 1} of out were never written, every one before was: the grid needs "
+                f"triton.cdiv(N, BLOCK_N) programs (N = {N}), each masking its keys")
+    if bool(g.isnan().any()):
+        return "NaN in out: " + read_nan
     if not k.is_contiguous():
         packed = _storage_from(k, N * D)[: N * D].view(N, D)                     # k read as if contiguous
         if torch.allclose(g, q.float() @ packed.float().T, rtol=1e-3, atol=1e-3):

@@ -1,9 +1,10 @@
 """Cases of exercise 136, the radix cache: scripts checked step by step (cases/script.py).
 
 After every op the harness records the return value and a snapshot: the tree read from root_node (depth,
-key, value, lock_ref of every node, depth first, children in the order of their keys), the pool's free
-queue and reference counts, and (evictable_size(), protected_size()). An insert's blocks come from the
-pool, and the harness frees those the tree did not take, as a request does.
+key, value, lock_ref of every node, depth first, children in the order of their keys), the root's lock_ref,
+the pool's free queue and reference counts, and (evictable_size(), protected_size()). A failure shows the
+script so far as lines of Python that replay it, to paste below the learner's RadixCache. An insert's
+blocks come from the pool, and the harness frees those the tree did not take, as a request does.
 
 Clauses of the contract -> the fixed script that holds each (ex136_data.FIXED):
     match: blocks along the path, the node where it ends; root if none    insert_then_match
@@ -11,14 +12,17 @@ Clauses of the contract -> the fixed script that holds each (ex136_data.FIXED):
     match and split whole blocks; key cut to a multiple of block_size     whole_blocks_at_block_size_4
     insert: returns the tokens already cached; a leaf adopts the rest     insert_then_match,
                                                                           insert_splits_a_node
-    insert: ValueError on a wrong number of blocks, nothing changed       whole_blocks_at_block_size_4
+    insert: ValueError on a wrong number of blocks, nothing changed       whole_blocks_at_block_size_4 (its
+        (checked before the walk: the last insert_bad would split a node)  last op)
     insert and match stamp their path: LRU by access, not creation        lru_insert_refreshes,
                                                                           lru_match_refreshes
     evict: least recently used unlocked leaves, whole nodes, pool.free    lru_insert_refreshes,
-        in key order; stops once num_blocks are freed                     evict_leaves_then_their_parent
+        in key order; stops once num_blocks are freed; evict(0) frees     evict_leaves_then_their_parent
+        nothing
     evict: a parent left without children joins in the same call         evict_leaves_then_their_parent
     evict: never a locked node                                            locked_path_survives
     locks: inc / dec_lock_ref from the node up to the root                lock_walks_to_the_root
+    the root's lock_ref stays 1                                           lock_walks_to_the_root
     a split hands the child's lock_ref to the new upper node              split_of_a_locked_node
     dec_lock_ref: ValueError and no change when a node holds no lock      unlock_without_lock_raises
     evictable_size / protected_size: blocks in unlocked / locked nodes    whole_blocks_at_block_size_4
@@ -28,14 +32,13 @@ from __future__ import annotations
 import random
 
 from pagedkv_lib.core.block_pool import BlockPool
-from pagedkv_lib.judge.cases.compare import show
 from pagedkv_lib.judge.outcome import Outcome
 
 from . import Case
 from .ex136_data import FIXED, fuzz
 from .script import compare_steps, run_script
 
-KEYS = ("raised", "ret", "tree", "free", "refs", "sizes")
+KEYS = ("raised", "ret", "tree", "root_lock_ref", "free", "refs", "sizes")
 MISSING = {"__opaque__": "missing attribute"}
 
 
@@ -48,7 +51,8 @@ def build(seed: int, device: str = "cpu") -> list[Case]:
 
 
 def _tree(cache) -> list:
-    """[[depth, key, value, lock_ref], ...] depth first, children in the order of their keys."""
+    """[{"depth", "key", "value", "lock_ref"}, ...] depth first, children in the order of their keys (the
+    root not listed: its lock_ref is the snapshot's "root_lock_ref")."""
     root = getattr(cache, "root_node", None)
     if root is None:
         return MISSING
@@ -58,8 +62,9 @@ def _tree(cache) -> list:
             return {"__opaque__": "a tree of more than 10,000 nodes (a cycle?)"}
         depth, node = stack.pop()
         key, value = getattr(node, "key", MISSING), getattr(node, "value", MISSING)
-        out.append([depth, list(key) if isinstance(key, list) else key,
-                    list(value) if isinstance(value, list) else value, getattr(node, "lock_ref", MISSING)])
+        out.append({"depth": depth, "key": list(key) if isinstance(key, list) else key,
+                    "value": list(value) if isinstance(value, list) else value,
+                    "lock_ref": getattr(node, "lock_ref", MISSING)})
         stack.extend((depth + 1, c) for c in _children(node)[::-1])
     return out
 
@@ -101,38 +106,55 @@ def run(ns, case: Case) -> dict:
     def snapshot(state, op):
         cache, pool = state["cache"], state["pool"]
         sizes = [cache.evictable_size(), cache.protected_size()]
-        return {"tree": _tree(cache), "free": list(pool.free_block_ids), "refs": list(pool.ref_counts),
-                "sizes": sizes}
+        root = getattr(cache, "root_node", None)
+        return {"tree": _tree(cache), "root_lock_ref": getattr(root, "lock_ref", MISSING),
+                "free": list(pool.free_block_ids), "refs": list(pool.ref_counts), "sizes": sizes}
 
     return run_script(case.args["ops"], apply, snapshot, may_raise=("unlock", "insert_bad"))
 
 
 def render(op, step) -> str:
-    kind = op[0]
-    line = {"cache": lambda: f"pool = BlockPool({op[1]}); cache = RadixCache(pool, block_size={op[2]})",
-            "insert": lambda: f"cache.insert({show(op[1])}, blocks)",
-            "insert_bad": lambda: f"cache.insert({show(op[1])}, blocks of {op[2]})",
-            "match": lambda: f"blocks, {op[2]} = cache.match_prefix({show(op[1])})",
+    """One op as a line of Python that replays it (what the harness does), then what the library returned,
+    as a comment: the lines of a failing script paste and run as they are (see `_script`)."""
+    kind, raised = op[0], step is not None and "raised" in step
+    line = {"cache": lambda: f"S = {op[2]}; pool = BlockPool({op[1]}); cache = RadixCache(pool, "
+                             "block_size=S)",
+            "insert": lambda: f"blocks = pool.allocate({len(op[1])} // S); cached = cache.insert("
+                              f"{list(op[1])}, blocks); pool.free(blocks[: cached // S])",
+            "insert_bad": lambda: f"cache.insert({list(op[1])}, [0] * {op[2]})",
+            "match": lambda: f"matched, {op[2]} = cache.match_prefix({list(op[1])})",
             "lock": lambda: f"cache.inc_lock_ref({op[1]})",
             "unlock": lambda: f"cache.dec_lock_ref({op[1]})",
             "evict": lambda: f"cache.evict({op[1]})"}[kind]()
-    if step is not None:
-        if "raised" in step:
-            line += f"  -> raises {step['raised']}"
-        elif kind in ("insert", "evict"):
-            line += f"  -> {step['ret']}"
-        elif kind == "match":
-            line += f"  -> blocks {show(step['ret'][0])}, {op[2]}.key {show(step['ret'][1])}"
+    if raised:
+        line = f"with contextlib.suppress({step['raised']}): {line}  # raises {step['raised']}"
+    elif step is not None and kind in ("insert", "evict"):
+        line += f"  # -> {step['ret']}"
+    elif step is not None and kind == "match":
+        line += f"  # -> matched {step['ret'][0]}, {op[2]}.key {step['ret'][1]}"
     return line
+
+
+def _script(ops, steps, upto: int) -> list:
+    """The ops up to step `upto` as a script to paste below your RadixCache, with what the library returned
+    as comments (every op from the start: a radix tree is the sum of its history)."""
+    lines = ["# the script so far; paste it below your RadixCache (a notebook cell, or python -i your file):",
+             "import contextlib", "from pagedkv_lib.core.block_pool import BlockPool"]
+    return lines + [render(ops[j], steps[j] if j < upto else None) for j in range(upto + 1)]
 
 
 def check(case: Case, expected: dict, got: dict) -> Outcome:
     ops = case.args["ops"]
-    return compare_steps(ops, expected, got, KEYS, render, _hints(case.name, ops)) or Outcome()
+    return compare_steps(ops, expected, got, KEYS, render, _hints(case.name, ops), _script) or Outcome()
 
 
 def _blocks_held(tree) -> int:
-    return sum(len(v) for _, _, v, _ in tree if isinstance(v, list)) if isinstance(tree, list) else 0
+    return sum(len(r["value"]) for r in tree if isinstance(r["value"], list)) if isinstance(tree, list) else 0
+
+
+def _rows(tree, *fields) -> list:
+    """The tree's rows cut to `fields` (to compare two trees on some of them)."""
+    return [[r[f] for f in fields] for r in tree] if isinstance(tree, list) else []
 
 
 def _hints(case_name: str, ops):
@@ -140,8 +162,9 @@ def _hints(case_name: str, ops):
 
     def hint(i: int, key: str, e: dict, g: dict) -> str:
         kind = ops[i][0]
-        if MISSING in (g.get("tree"), g.get("ret")) or (isinstance(g.get("tree"), list) and any(
-                MISSING in row for row in g["tree"])):
+        rows = g.get("tree") if isinstance(g.get("tree"), list) else []
+        if MISSING in (g.get("tree"), g.get("ret"), g.get("root_lock_ref")) or \
+                any(MISSING in row.values() for row in rows):
             return ("keep the attributes the judge reads: root_node, and each node's key, value, children, "
                     "lock_ref")
         if key == "raised" and kind == "unlock":
@@ -150,6 +173,13 @@ def _hints(case_name: str, ops):
         if key == "raised" and kind == "insert_bad":
             return ("insert raises ValueError when len(token_ids) != len(blocks) * block_size, changing "
                     "nothing")
+        if kind == "insert_bad":
+            return ("insert raised, but the tree had changed first: check len(token_ids) == len(blocks) * "
+                    "block_size BEFORE the walk (which splits nodes), so that the ValueError leaves "
+                    "everything as it was")
+        if key == "root_lock_ref":
+            return ("the root's lock_ref is 1 from the start and never changes: inc_lock_ref and "
+                    "dec_lock_ref stop below the root (node is not root_node)")
         leaked = isinstance(g.get("free"), list) and isinstance(g.get("tree"), list) and \
             len(g["free"]) + _blocks_held(g["tree"]) < num_blocks
         if kind == "evict":
@@ -167,7 +197,7 @@ def _hints(case_name: str, ops):
         if kind == "insert" and leaked:
             return _TAIL
         if kind == "insert" and isinstance(g.get("tree"), list) and \
-                [r[:2] for r in e["tree"]] == [r[:2] for r in g["tree"]]:
+                _rows(e["tree"], "depth", "key") == _rows(g["tree"], "depth", "key"):
             return ("the new leaf holds only blocks[cached // block_size:]: the tree adopts the blocks of "
                     "the tokens it did not hold, the caller keeps the others")
         return ("insert walks like match_prefix, splits a node where the cached part ends inside it, and "
@@ -190,7 +220,7 @@ def _match_hint(case_name: str, key: str, e: dict, g: dict, leaked: bool) -> str
     if leaked:
         return _TAIL
     if key == "tree" and isinstance(g.get("tree"), list) and \
-            [r[:3] for r in e["tree"]] == [r[:3] for r in g["tree"]]:
+            _rows(e["tree"], "depth", "key", "value") == _rows(g["tree"], "depth", "key", "value"):
         return ("the upper node of a split inherits the child's lock_ref (every lock on the child passes "
                 "through it)")
     return "split at the block where the match ends: the new node takes key[:n] and value[:n // block_size]"
@@ -200,11 +230,14 @@ def _evict_hint(case_name: str, key: str, e: dict, g: dict, leaked: bool) -> str
     if leaked:
         return ("evict only leaves (nodes without children): freeing an inner node orphans its subtree and "
                 "loses its blocks")
-    e_locked = {tuple(r[1]) for r in e["tree"] if r[3] > 0}
+    e_locked = {tuple(r["key"]) for r in e["tree"] if r["lock_ref"] > 0}
     g_tree = g["tree"] if isinstance(g.get("tree"), list) else []
-    g_keys = {tuple(r[1]) for r in g_tree if isinstance(r[1], list)}
+    g_keys = {tuple(r["key"]) for r in g_tree if isinstance(r["key"], list)}
     if e_locked - g_keys:
         return "never evict a locked node (lock_ref > 0): a request is reading its blocks"
+    if key == "ret" and isinstance(g.get("ret"), int) and g["ret"] > e["ret"] == 0:
+        return ("nothing to free was asked (or nothing was evictable): evict frees while fewer than "
+                "num_blocks are freed, so evict(0) frees nothing")
     if key == "ret" and isinstance(g.get("ret"), int) and g["ret"] > e["ret"]:
         return "stop as soon as at least num_blocks blocks are freed (whole nodes: it may be a few more)"
     if key == "ret" and isinstance(g.get("ret"), int) and g["ret"] < e["ret"]:

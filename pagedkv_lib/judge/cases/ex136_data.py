@@ -25,15 +25,17 @@ FIXED = [  # name, ops
     ("whole_blocks_at_block_size_4", [
         ("cache", 12, 4), ("insert", list(range(12))), ("match", list(range(11)), "a"),
         ("match", [0, 1, 2, 3, 4, 5, 99, 7], "b"), ("insert", [0, 1, 2, 3, 20, 21, 22, 23]),
-        ("match", [0, 1, 2, 3, 20, 21, 22, 23, 24], "c"), ("insert_bad", [1, 2, 3, 4, 5, 6], 2)]),
+        ("match", [0, 1, 2, 3, 20, 21, 22, 23, 24], "c"), ("insert_bad", [1, 2, 3, 4, 5, 6], 2),
+        ("insert", list(range(40, 52))),
+        ("insert_bad", [40, 41, 42, 43, 44, 45, 46, 47, 99, 99, 99, 99], 2)]),   # a walk first would split
     ("lru_insert_refreshes", [
         ("cache", 16, 1), ("insert", [1, 2]), ("insert", [3, 4]), ("insert", [1, 2]), ("evict", 1),
         ("match", [1, 2], "a"), ("evict", 1)]),
     ("lru_match_refreshes", [
         ("cache", 16, 1), ("insert", [1, 2]), ("insert", [3, 4]), ("match", [1, 2, 9], "a"), ("evict", 1)]),
     ("evict_leaves_then_their_parent", [
-        ("cache", 16, 1), ("insert", [1, 2, 3]), ("insert", [1, 2, 4]), ("evict", 1), ("evict", 2),
-        ("evict", 5)]),
+        ("cache", 16, 1), ("insert", [1, 2, 3]), ("insert", [1, 2, 4]), ("evict", 0), ("evict", 1),
+        ("evict", 2), ("evict", 5)]),
     ("locked_path_survives", [
         ("cache", 16, 1), ("insert", [1, 2, 3]), ("insert", [5, 6]), ("match", [1, 2], "a"), ("lock", "a"),
         ("evict", 100), ("unlock", "a"), ("evict", 100)]),

@@ -3,9 +3,10 @@ pool and cache, compared exactly (NaN equal to NaN): the returned table, every b
 receiver's free queue (in order), the receiver's whole cache, and the read-only inputs.
 
 The sender's cache holds random K/V in the sequence's blocks and NaN everywhere else; the receiver's cache
-holds large garbage (some rows NaN), its prefix blocks a copy of the sender's first blocks (what a real prefix
-hit holds). The receiver's pool is built by a script of allocations and frees, so that its free queue is
-not in id order and other sequences hold blocks. The unused tail of the sequence's last block is ignored on
+holds large garbage (some rows NaN), its prefix blocks the sender's first blocks as the receiver computed them
+itself (near the sender's values, not the same bytes: a prefix sent again over them shows). The receiver's
+pool is built by a script of allocations and frees, so that its free queue is not in id order and other
+sequences hold blocks. The unused tail of the sequence's last block is ignored on
 both sides: copying whole blocks and copying only the used rows both pass.
 
 Clauses of the contract -> the fixed case that holds each:
@@ -22,7 +23,9 @@ Clauses of the contract -> the fixed case that holds each:
     the prefix blocks neither move nor are allocated    worked_example, whole_prompt_held_by_the_receiver
     too few free blocks: None and nothing changed       receiver_pool_too_small, ..._no_prefix
     exactly enough free blocks is enough                exact_fit
-    any S >= 1 (1, 5, 16), fp32 / fp16 / bf16           block_size_1, awkward_block_size_5, fp16, ...
+    any S >= 1 (1, 5, 16), fp32 / fp16 / bf16 / fp8    block_size_1, awkward_block_size_5, fp16, ...,
+                                                        fp8_caches (float8_e4m3fn, as exercise 134's)
+    the prefix blocks' bytes untouched                  worked_example (they differ from the sender's)
     inputs read-only (src cache, src table, prefix)     worked_example
 """
 from __future__ import annotations
@@ -37,7 +40,7 @@ from pagedkv_lib.judge.outcome import Outcome, wrong
 
 from . import Case, fresh, observe
 
-DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn}
 FIXED = [  # name, (L, S, H_kv, D, dtype), num_tokens, src table, its kind, N_src, the receiver's pool, prefix
     ("worked_example", (2, 4, 2, 2, "fp32"), 10, [5, 1, 6, -1, -1], "list", 8,
      [("pool", 8), ("allocate", 8), ("free", [6, 2, 0, 7])], [3]),
@@ -65,6 +68,8 @@ FIXED = [  # name, (L, S, H_kv, D, dtype), num_tokens, src table, its kind, N_sr
      [("pool", 4), ("allocate", 1), ("free", [0])], []),
     ("three_layers_bf16", (3, 4, 2, 4, "bf16"), 9, [4, 2, 0, -1], "list", 5,
      [("pool", 6), ("allocate", 3), ("free", [2, 0])], [1]),
+    ("fp8_caches", (2, 4, 2, 4, "fp8"), 10, [3, 0, 2, -1], "int64", 5,
+     [("pool", 6), ("allocate", 4), ("free", [3, 1])], [2]),
 ]
 
 
@@ -92,7 +97,8 @@ def _random_case(rng: random.Random):
         ops.append(("free", freed))
     prefix = rng.sample([b for b in held if b not in freed], k)
     kind = rng.choice(["list", "int32", "int64"])
-    return (L, S, H_kv, D, rng.choice(list(DTYPES))), num_tokens, table, kind, n_src, ops, prefix
+    dtype = rng.choice(["fp32", "fp16", "bf16"])
+    return (L, S, H_kv, D, dtype), num_tokens, table, kind, n_src, ops, prefix
 
 
 def make_pool(ops) -> BlockPool:
@@ -119,7 +125,8 @@ def _case(name, shape, num_tokens, table, kind, n_src, ops, prefix, seed) -> Cas
     pool = make_pool(ops)
     dst = torch.randn(2, L, pool.num_blocks, S, H_kv, D, generator=g) * 100     # [2, L, N_dst, S, H_kv, D]
     dst[:, :, torch.rand(pool.num_blocks, S, generator=g) < 0.2] = float("nan")
-    dst[:, :, prefix] = src[:, :, used[: len(prefix)]]                            # a real prefix hit
+    hit = src[:, :, used[: len(prefix)]]                                          # [2, L, k, S, H_kv, D]
+    dst[:, :, prefix] = hit + 1e-2 * torch.randn(hit.shape, generator=g)          # a hit computed there
     src, dst = src.to(DTYPES[dtype]), dst.to(DTYPES[dtype])
     src_table = table if kind == "list" else torch.tensor(table, dtype=getattr(torch, kind))
     args = {"src_kv_cache": src, "src_block_table": src_table, "num_tokens": num_tokens, "pool_ops": ops,
@@ -137,8 +144,16 @@ def _case(name, shape, num_tokens, table, kind, n_src, ops, prefix, seed) -> Cas
 def run(ns, case: Case) -> dict:
     a = fresh(case.args)
     pool = make_pool(a["pool_ops"])
-    ret = ns["transfer_kv"](a["src_kv_cache"], a["src_block_table"], a["num_tokens"], pool, a["dst_kv_cache"],
-                            a["dst_prefix_table"])
+    try:
+        ret = ns["transfer_kv"](a["src_kv_cache"], a["src_block_table"], a["num_tokens"], pool,
+                                a["dst_kv_cache"], a["dst_prefix_table"])
+    except NotImplementedError as exc:
+        if "Float8" not in str(exc):
+            raise
+        raise RuntimeError(f"{exc}: this case's caches are float8_e4m3fn (exercise 134's dtype), and some "
+                           "torch operations have no fp8 kernel on the CPU (index_copy_, ...): move the "
+                           "blocks by indexing, dst[:, :, ids] = src[:, :, src_ids], which copies bytes") \
+            from exc
     return {"ret": observe(ret), "refs": [pool.ref_count(b) for b in range(pool.num_blocks)],
             "free": list(pool.free_block_ids), "dst_kv": observe(a["dst_kv_cache"]),
             "inputs": observe([a["src_kv_cache"], a["src_block_table"], a["dst_prefix_table"]])}
@@ -209,6 +224,12 @@ def _pool(expected: dict, got: dict, prefix: list) -> Outcome | None:
         if b in prefix:
             return wrong(message, "the new sequence shares the prefix blocks: one more reference on each "
                          "(dst_pool.fork(dst_prefix_table))")
+        extra = [i for i, (e, g) in enumerate(zip(expected["refs"], got["refs"]))
+                 if i not in prefix and isinstance(g, int) and g > e]
+        if prefix and len(extra) == len(prefix):
+            return wrong(message, f"{len(extra)} block(s) more than n were taken from dst_pool, as many as "
+                         f"dst_prefix_table holds (blocks {extra}): the prefix was sent again. The receiver "
+                         "already holds those blocks: send and allocate only the n blocks after them")
         return wrong(message, "allocate the n blocks with dst_pool.allocate(n), nothing else")
     if diff(expected["free"], got["free"]) is not None:
         return wrong(f"the receiver's free queue is {show(got['free'])}, expected {show(expected['free'])}",
@@ -235,6 +256,9 @@ def _cache(a: dict, expected: dict, got: dict, new: list, k: int, table: list) -
     kv, layer, block, s, h, d = (int(i) for i in found[0].strip("[]").split(","))
     message = (f"dst_kv_cache[{'KV'[kv]}, layer {layer}, block {block}, offset {s}, head {h}, dim {d}]: "
                f"expected {show(found[1])}, got {show(found[2])}")
+    if block in a["dst_prefix_table"]:
+        return wrong(message, f"block {block} is a prefix block (dst_prefix_table): the receiver already "
+                     "holds its K/V, computed there; leave its bytes alone and write only the n new blocks")
     if block not in new:
         return wrong(message, "write only into the blocks dst_pool.allocate returned")
     i = new.index(block)

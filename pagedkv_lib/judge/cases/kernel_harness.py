@@ -1,9 +1,12 @@
 """What the Triton exercises' cases share (130, 131, 133, 135): guard memory, the device a kernel runs on, the
-kernels a submission launched, the attention kernels' hints, the interpreter's known troubles, and the
-`--bench` figures.
+kernels a submission launched, the one tl.dot rule, the attention kernels' hints, the interpreter's known
+troubles, and the `--bench` figures.
 
 Guard memory: every output a kernel writes is a view into a buffer with a NaN block before and after it, so
-a write through slot -1 or past a row lands where the check sees it. Devices: the "cpu" case sets run the
+a write through slot -1 or past a row lands where the check sees it. `wild_writes` names, in the child right
+after the case, the tensor and the offsets written outside it (observation key "wild_writes"): that case
+fails, and the judge runs the next case in a fresh child, since in Triton's interpreter a store past the
+guards may have corrupted the child's heap. Devices: the "cpu" case sets run the
 submission's kernels in Triton's interpreter, "cuda" natively, whatever mode @triton.jit made them in.
 Benchmark: the child times the submission (`bench_submission`); the parent, once every child has exited,
 times the library's kernel on the same inputs and writes the report (`bench_report`). A case module that
@@ -12,6 +15,8 @@ and library_kernel().
 Launches: each contract says the work is done by a Triton kernel launched by the graded function, so `call`
 counts the launches during the call (the oracle, PyTorch, launches none and is not counted) and the check
 turns a count of 0 into a wrong answer (`not_launched`).
+The dot rule: `call` runs the submission under triton_primer.gpu_dot_rule, so that on the CPU every Triton
+exercise refuses a tl.dot with a dimension under 16, as a GPU's compiler does (triton_primer.DOT_RULE).
 """
 from __future__ import annotations
 
@@ -21,9 +26,10 @@ import os
 
 import torch
 
-from pagedkv_lib.judge.cases.attention_cases import GARBAGE, RECIPE, TOLERANCE, reference
+from pagedkv_lib.judge.cases.attention_cases import GARBAGE, NAN_EVERYWHERE, RECIPE, TOLERANCE, reference
 from pagedkv_lib.judge.cases.compare import show
 from pagedkv_lib.judge.outcome import Outcome, wrong
+from pagedkv_lib.kernels.triton_primer import gpu_dot_rule
 
 NEEDS_GPU = ("the benchmark runs natively on a CUDA GPU: python practice/judge.py {id} --device cuda --bench "
              "(on this device the kernels run in Triton's interpreter, far too slow to time)")
@@ -57,6 +63,33 @@ def outside(view: torch.Tensor) -> torch.Tensor:
     """The guard memory of a contiguous view: its storage before the view, then after it."""
     flat, start = whole(view), view.storage_offset()
     return torch.cat([flat[:start], flat[start + view.numel():]])
+
+
+def wild_writes(name: str, view: torch.Tensor) -> list[str]:
+    """Where a kernel wrote outside `view`, a contiguous view made by `guarded` (or `outside`'s like): one
+    line per side, in offsets counted from the view's first element (-1 is the element just before it,
+    view.numel() the one just after its last). [] when the guards still hold only NaN."""
+    flat, start, n = whole(view), view.storage_offset(), view.numel()
+    before = (~flat[:start].isnan()).nonzero().flatten() - start          # [k] offsets < 0
+    after = (~flat[start + n :].isnan()).nonzero().flatten() + n          # [k] offsets >= n
+    shape = f"{name} (shape {list(view.shape)}, {n} elements: offsets 0..{n - 1})"
+    lines = []
+    for offsets, side in ((before, "before its first element"), (after, "after its last element")):
+        if len(offsets):
+            lo, hi = int(offsets.min()), int(offsets.max())
+            span = f"offset {lo}" if lo == hi else f"offsets {lo}..{hi}"
+            lines.append(f"{shape}: {len(offsets)} element(s) written {side}, at {span}")
+    return lines
+
+
+def wrote_outside(got: dict, hint: str) -> Outcome | None:
+    """A wrong answer naming the memory a kernel wrote outside its outputs (got["wild_writes"]), else None."""
+    wild = got.get("wild_writes") if isinstance(got, dict) else None
+    if not wild:
+        return None
+    return wrong(f"memory outside the output was written: {'; '.join(map(str, wild))}", hint,
+                 ["the judge ran the next case in a fresh process: a store outside a tensor may corrupt "
+                  "the process's memory"])
 
 
 def to_device(t: torch.Tensor, device: str) -> torch.Tensor:
@@ -123,15 +156,17 @@ def where(ns: dict, name: str, oracle, device: str) -> str:
 # launches
 
 def call(ns: dict, name: str, oracle, *args) -> tuple:
-    """(ns[name](*args), the number of Triton kernels it launched), the count None for the oracle (PyTorch);
-    the errors of older Triton interpreters that are not the submission's fault are named."""
+    """(ns[name](*args), the number of Triton kernels it launched, the number of tl.dot it ran), the counts
+    None for the oracle (PyTorch); the submission runs under the GPU's tl.dot rule (a no-op natively, where
+    the dots are not counted: None); the errors of older Triton interpreters that are not the submission's
+    fault are named."""
     fn = ns[name]
     try:
         if fn is oracle:
-            return fn(*args), None
-        with counting_launches() as launches:
+            return fn(*args), None, None
+        with counting_launches() as launches, gpu_dot_rule() as dots:
             result = fn(*args)
-        return result, launches[0]
+        return result, launches[0], None if dots is None else dots[0]
     except Exception as exc:
         if type(exc).__name__ == "InterpreterError":                # raised inside an interpreted kernel
             for words, advice in INTERPRETER_TROUBLE.items():
@@ -204,7 +239,8 @@ BF16_IN_THE_INTERPRETER = ("bf16 arithmetic is wrong in Triton's interpreter (it
 def attention_kernel_hint(a: dict, expected: torch.Tensor, out: torch.Tensor, hint: str, garbage: str) -> str:
     """check_attention's hint for an attention kernel (131, 133) on inputs from guard_attention_inputs: bf16
     products in the interpreter; the table's rows read M apart rather than stride(0) apart; `garbage`, the
-    kernel's words for NaN read from garbage; the online softmax after the plain recipe."""
+    kernel's words for NaN read from garbage (NaN in every row: that, or a key loop that never ran, which a
+    kernel cannot be told apart from it); the online softmax after the plain recipe."""
     tables = a["block_tables"]
     if raw_bf16_bits(a["q"].dtype, out, expected):
         return BF16_IN_THE_INTERPRETER
@@ -212,7 +248,8 @@ def attention_kernel_hint(a: dict, expected: torch.Tensor, out: torch.Tensor, hi
         return (f"block_tables is a view here: its rows lie block_tables.stride(0) = {tables.stride(0)} "
                 f"entries apart, not M = {tables.shape[1]}: pass the stride as table_stride")
     if hint == GARBAGE:
-        return garbage
+        every_row = (~torch.isfinite(out) & torch.isfinite(expected)).flatten(1).any(1).all()   # [T] -> one
+        return NAN_EVERYWHERE if bool(every_row) else garbage
     return hint + ONLINE_SOFTMAX if hint == RECIPE else hint
 
 

@@ -37,17 +37,19 @@ def run_script(ops, apply, snapshot, may_raise=()) -> dict:
     return {"steps": steps}
 
 
-def compare_steps(ops, expected: dict, got: dict, keys, render, hint):
-    """The Outcome of the first differing step; `render(op, step)`, `hint(i, key, e, g)` come per exercise."""
+def compare_steps(ops, expected: dict, got: dict, keys, render, hint, trail=None):
+    """The Outcome of the first differing step; `render(op, step)`, `hint(i, key, e, g)` come per exercise,
+    and optionally `trail(ops, steps, i)`, the lines that lead to step i (default: the last ten ops, each
+    with what the oracle returned)."""
     exp_steps, got_steps = expected["steps"], got["steps"]
     for i, e in enumerate(exp_steps):
         if "error" in e:
             raise RuntimeError(f"the oracle failed at step {i + 1} of its own script: {e['error']}")
         g = got_steps[i] if i < len(got_steps) else {"error": {"message": "the script stopped"}}
-        trail = _trail(ops, exp_steps, i, render)
+        trail_lines = (trail or _numbered(render))(ops, exp_steps, i)
         if "error" in g:
             outcome = Outcome.from_child(g["error"])
-            outcome.details = [f"at step {i + 1}, {render(ops[i], None)}:", *trail, *outcome.details]
+            outcome.details = [f"at step {i + 1}, {render(ops[i], None)}:", *trail_lines, *outcome.details]
             return outcome
         for key in keys:
             if key not in e and key not in g:
@@ -61,12 +63,15 @@ def compare_steps(ops, expected: dict, got: dict, keys, render, hint):
                                                               f"got      {key}: {show(g.get(key))}"]
             message = f"after step {i + 1}, {render(ops[i], None)}: {where} expected {show(ev)}, " \
                       f"got {show(gv)}"
-            return wrong(message, hint(i, key, e, g), [*trail, *whole])
+            return wrong(message, hint(i, key, e, g), [*trail_lines, *whole])
     return None
 
 
-def _trail(ops, steps, upto: int, render, last: int = 10) -> list:
-    """The ops up to step `upto`, each with what the oracle returned (the last `last` of them)."""
-    lines = [f"{j + 1:>3}. {render(ops[j], steps[j] if j < upto else None)}"
-             for j in range(max(0, upto - last + 1), upto + 1)]
-    return ([f"... {upto + 1 - last} earlier ops"] if upto + 1 > last else []) + lines
+def _numbered(render, last: int = 10):
+    """trail(ops, steps, upto): the ops up to step `upto`, numbered, each with what the oracle returned (the
+    last `last` of them)."""
+    def trail(ops, steps, upto: int) -> list:
+        lines = [f"{j + 1:>3}. {render(ops[j], steps[j] if j < upto else None)}"
+                 for j in range(max(0, upto - last + 1), upto + 1)]
+        return ([f"... {upto + 1 - last} earlier ops"] if upto + 1 > last else []) + lines
+    return trail

@@ -28,3 +28,17 @@ class Plant(NamedTuple):
 
 BUGS = {int(p.stem[2:]): importlib.import_module(f"plants.{p.stem}").PLANTS
         for p in sorted(Path(__file__).parent.glob("ex[0-9][0-9][0-9].py"))}
+
+
+def plant_file(exercise_id: int, name: str, folder: Path) -> Path:
+    """folder/ID_name.py: the reference solution with plant `name`'s edits (each text found as often as the
+    plant says: else the solution changed under it)."""
+    from pagedkv_lib.judge.registry import get
+
+    text = get(exercise_id).solution_path.read_text()
+    for good, bad, *times in BUGS[exercise_id][name].edits:
+        assert text.count(good) == (times or [1])[0], f"{exercise_id}/{name}: the solution changed"
+        text = text.replace(good, bad)
+    path = Path(folder) / f"{exercise_id}_{name}.py"
+    path.write_text(text)
+    return path

@@ -47,4 +47,8 @@ PLANTS = {
          '    from pagedkv_lib.kernels.triton_store_kvcache import _store_kvcache_kernel as store_kvcache_kernel\n'
          '    store_kvcache_kernel[(T,)]('),
     ], RE, '_store_kvcache_kernel is the library'),
+    'grid_one_program_short': Plant([
+        ('    store_kvcache_kernel[(T,)](',
+         '    store_kvcache_kernel[(T - 1,)]('),
+    ], WA, 'program(s) short'),
 }

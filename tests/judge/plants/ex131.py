@@ -17,11 +17,11 @@ PLANTS = {
          ')'),
         ('kv_mask = in_ctx[:, None] & d_mask[None, :]',
          'kv_mask = (tok >= 0)[:, None] & d_mask[None, :]'),
-    ], WA, 'mask the K/V loads'),
+    ], WA, 'cannot tell two causes apart'),     # its first failing case: NaN in every row, as a loop not run
     'no_rescale': Plant([
         ('acc = acc * alpha[:, None] +',
          'acc = acc +'),
-    ], WA, "scale l and acc by exp(m - m')"),
+    ], WA, 'acc was not rescaled'),
     'running_max_from_zero': Plant([
         ('m = tl.full([BLOCK_G], float("-inf"), tl.float32)',
          'm = tl.zeros([BLOCK_G], tl.float32)'),
@@ -79,5 +79,33 @@ PLANTS = {
     'p_rounded_to_the_input_dtype': Plant([
         ('tl.sum(p[:, :, None] * v[None, :, :], axis=1)',
          'tl.sum(p.to(q_ptr.dtype.element_ty).to(tl.float32)[:, :, None] * v[None, :, :], axis=1)'),
+    ], WA, 'fp32 operands'),
+    'tl_dot_with_a_group_tile_under_16': Plant([     # BLOCK_G, BLOCK_D: next powers of two, as the kernel's were
+        ('tl.sum(q[:, None, :] * k[None, :, :], axis=2) * scale',
+         'tl.dot(q, tl.trans(k), input_precision="ieee") * scale'),
+        ('tl.sum(p[:, :, None] * v[None, :, :], axis=1)',
+         'tl.dot(p, v, input_precision="ieee")'),
+    ], RE, 'every dimension (M, N and K) of every tl.dot is at least 16'),
+    'key_loop_whole_tiles_only': Plant([
+        ('for start in range(0, context_len, BLOCK_N):',
+         'for start in range(0, context_len // BLOCK_N * BLOCK_N, BLOCK_N):'),
+    ], WA, 'cannot tell two causes apart'),
+    'scale_never_applied': Plant([
+        ('s = tl.sum(q[:, None, :] * k[None, :, :], axis=2) * scale ',
+         's = tl.sum(q[:, None, :] * k[None, :, :], axis=2) '),
+    ], WA, 'the scale was never applied'),
+    'kv_head_ignored': Plant([
+        ('kv_offs = (slot * NUM_KV_HEADS + kv_head)[:, None] * HEAD_DIM',
+         'kv_offs = (slot * NUM_KV_HEADS)[:, None] * HEAD_DIM'),
+    ], WA, 'every query head read KV head 0'),
+    'bf16_dot_without_a_cast': Plant([     # tl.dot on tiles padded to 16, p rounded to V's dtype, V not cast
+        ('tl.sum(p[:, :, None] * v[None, :, :], axis=1)',
+         'tl.dot(p.to(v.dtype), v)'),
+        ('v = tl.load(v_cache_ptr + kv_offs, mask=kv_mask, other=0.0).to(tl.float32)',
+         'v = tl.load(v_cache_ptr + kv_offs, mask=kv_mask, other=0.0)'),
+        ('BLOCK_G=triton.next_power_of_2(group),',
+         'BLOCK_G=max(16, triton.next_power_of_2(group)),'),
+        ('BLOCK_D=triton.next_power_of_2(D),',
+         'BLOCK_D=max(16, triton.next_power_of_2(D)),'),
     ], WA, 'fp32 operands'),
 }

@@ -30,7 +30,7 @@ PLANTS = {
     'no_rescale': Plant([
         ('acc = acc * alpha[:, None] +',
          'acc = acc +'),
-    ], WA, 'online softmax'),
+    ], WA, 'acc was not rescaled'),
     'plain_pytorch': Plant([
         ('    BLOCK_Q = 16\n',
          '    for b in range(B):\n'
@@ -60,4 +60,8 @@ PLANTS = {
         ('tl.dot(p, v, input_precision="ieee")',
          'tl.dot(p.to(q_ptr.dtype.element_ty).to(tl.float32), v, input_precision="ieee")'),
     ], WA, 'fp32 operands'),
+    'head_dim_tile_under_16': Plant([
+        ('BLOCK_D=max(16, triton.next_power_of_2(D)),',
+         'BLOCK_D=triton.next_power_of_2(D),'),
+    ], RE, 'every dimension (M, N and K) of every tl.dot is at least 16'),
 }

@@ -10,6 +10,14 @@ PLANTS = {
         ('    mask = offs < W ',
          '    mask = offs < BLOCK '),
     ], WA, 'lanes W..BLOCK-1 of the last program'),
+    'scale_row_mask_one_too_wide': Plant([
+        ('mask = (rows[:, None] < M) & (cols[None, :] < N)',
+         'mask = (rows[:, None] <= M) & (cols[None, :] < N)'),
+    ], WA, 'lets row M through'),
+    'gather_stores_at_the_index': Plant([
+        ('tl.store(out_ptr + t.to(tl.int64) * W + offs, row, mask=mask)',
+         'tl.store(out_ptr + i.to(tl.int64) * W + offs, row, mask=mask)'),
+    ], WA, 'the store addressed out by index[t]'),
     'gather_follows_minus_one': Plant([
         ('    safe = tl.maximum(i, 0).to(tl.int64)',
          '    safe = i.to(tl.int64)'),
@@ -40,6 +48,12 @@ PLANTS = {
         (PASS_1,
          PASS_1.replace('offs < n', 'offs < C')),
     ], WA, 'read past its length'),
+    'softmax_without_the_max': Plant([
+        ('total = total * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new), axis=0)',
+         'total = total + tl.sum(tl.exp(x), axis=0)'),
+        ('tl.exp(x - m) / total',
+         'tl.exp(x) / total'),
+    ], WA, "subtract the row's max first"),
     'softmax_one_step_only': Plant([
         ('    for start in range(0, n, BLOCK):\n        inside',
          '    for start in range(0, BLOCK, BLOCK):\n        inside'),
@@ -65,4 +79,12 @@ PLANTS = {
         ('    BLOCK_M, BLOCK_N = 16, 16\n',
          '    out.copy_(x.float() * w.float())\n    return\n'),
     ], WA, 'no Triton kernel was launched'),
+    'scores_without_tl_dot': Plant([
+        ('    s = tl.dot(q.to(tl.float32), tl.trans(k.to(tl.float32)))          # [BLOCK_M, BLOCK_N]\n',
+         '    s = tl.sum(q.to(tl.float32)[:, None, :] * k.to(tl.float32)[None, :, :], axis=2)\n'),
+    ], WA, 'ran no tl.dot'),
+    'scores_q_loaded_past_d': Plant([
+        ('    q_mask = (offs_m[:, None] < M) & (offs_d[None, :] < D)\n',
+         '    q_mask = offs_m[:, None] < M\n'),
+    ], WA, 'was read from memory'),
 }

@@ -1,6 +1,6 @@
 # ruff: noqa: E501  (planted bugs quote whole lines of the solutions)
 """Planted bugs of exercise 136 (radix cache), each breaking one clause of the contract."""
-from plants import RE, WA, Plant
+from plants import WA, Plant
 
 PLANTS = {
     'split_loses_the_tail': Plant([
@@ -88,5 +88,19 @@ PLANTS = {
          ''),
         ('            if parent is not self.root_node and not parent.children and parent.lock_ref == 0:',
          '            if not parent.children and parent.lock_ref == 0:'),
-    ], RE, 'NoneType'),
+    ], WA, "the root's lock_ref is 1"),          # seen at once now: the snapshot holds the root's lock_ref
+    'lock_walk_includes_the_root': Plant([
+        ('        while node is not self.root_node:\n            if node.lock_ref == 0:\n                self._evictable -=',
+         '        while node is not None:\n            if node.lock_ref == 0:\n                self._evictable -='),
+    ], WA, "the root's lock_ref is 1"),
+    'insert_checks_after_the_walk': Plant([
+        ('        if len(token_ids) != len(blocks) * self.block_size:\n            raise ValueError(',
+         '        if False:\n            raise ValueError('),
+        ('        if key:\n            leaf = TreeNode(key, value, node)',
+         '        if len(key) != len(value) * self.block_size:\n            raise ValueError("insert: wrong number of blocks")\n        if key:\n            leaf = TreeNode(key, value, node)'),
+    ], WA, 'BEFORE the walk'),
+    'evict_frees_one_leaf_for_zero': Plant([
+        ('        while freed < num_blocks and heap:',
+         '        while heap and (freed < num_blocks or not freed):'),
+    ], WA, 'evict(0) frees nothing'),
 }

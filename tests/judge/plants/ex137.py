@@ -1,6 +1,6 @@
 # ruff: noqa: E501  (planted bugs quote whole lines of the solutions)
 """Planted bugs of exercise 137 (KV transfer between instances), each breaking one clause of the contract."""
-from plants import WA, Plant
+from plants import RE, WA, Plant
 
 PLANTS = {
     'scattered_in_id_order': Plant([
@@ -57,4 +57,20 @@ PLANTS = {
         ('    return list(dst_prefix_table) + new\n',
          '    dst_prefix_table.extend(new)\n    return dst_prefix_table\n'),
     ], WA, 'read-only: return a new list'),
+    'prefix_sent_into_more_blocks': Plant([
+        ('    dst_kv_cache[:, :, dst_ids] = blocks.to(dst_kv_cache.device)\n',
+         '    dst_kv_cache[:, :, dst_ids] = blocks.to(dst_kv_cache.device)\n'
+         '    if k:\n'
+         '        again = dst_pool.allocate(k)\n'
+         '        dst_kv_cache[:, :, again] = src_kv_cache[:, :, table[:k]]\n'),
+    ], WA, 'the prefix was sent again'),
+    'prefix_blocks_written_again': Plant([
+        ('    dst_kv_cache[:, :, dst_ids] = blocks.to(dst_kv_cache.device)\n',
+         '    dst_kv_cache[:, :, dst_ids] = blocks.to(dst_kv_cache.device)\n'
+         '    dst_kv_cache[:, :, list(dst_prefix_table)] = src_kv_cache[:, :, table[:k]]\n'),
+    ], WA, 'is a prefix block'),
+    'index_copy_has_no_fp8_kernel': Plant([
+        ('    dst_kv_cache[:, :, dst_ids] = blocks.to(dst_kv_cache.device)\n',
+         '    dst_kv_cache.index_copy_(2, dst_ids, blocks.to(dst_kv_cache.device))\n'),
+    ], RE, 'have no fp8 kernel'),
 }
