@@ -1,9 +1,9 @@
 """Sequence: one request's tokens and its block table, in nano-vllm's shape (`nanovllm/engine/sequence.py`).
 
 `num_tokens` counts prompt and generated tokens; `num_cached_tokens` of them are already in the cache
-(a prefix hit, or earlier chunks); `block_table` lists the physical block of each logical block. `draft_token_ids` holds the tokens a
-speculative proposer guessed for the next step (vLLM's `Request.spec_token_ids`): never part of
-`token_ids` until a verification accepts them.
+(a prefix hit, or earlier chunks); `block_table` lists the physical block of each logical block.
+`draft_token_ids` holds the tokens a speculative proposer guessed for the next step (vLLM's
+`Request.spec_token_ids`): never part of `token_ids` until a verification accepts them.
 Unlike nano-vllm, `block_size` is a per-sequence argument, not a class attribute set from the config.
 """
 from __future__ import annotations

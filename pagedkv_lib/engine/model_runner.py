@@ -24,8 +24,13 @@ from dataclasses import fields, replace
 import torch
 
 from pagedkv_lib.core.kv_cache import allocate_kv_cache
-from pagedkv_lib.core.model_inputs import (ModelInputs, pad_block_tables, prepare_decode, prepare_prefill,
-                                           prepare_verify)
+from pagedkv_lib.core.model_inputs import (
+    ModelInputs,
+    pad_block_tables,
+    prepare_decode,
+    prepare_prefill,
+    prepare_verify,
+)
 from pagedkv_lib.core.sequence import Sequence
 
 from .attention_layer import Attention, select_kernels

@@ -1,5 +1,5 @@
-"""NgramProposer: draft tokens by prompt lookup, no draft model (vLLM's `vllm/v1/spec_decode/ngram_proposer.py`
-at adce4e9; Saxena's prompt-lookup decoding).
+"""NgramProposer: draft tokens by prompt lookup, no draft model (vLLM's
+`vllm/v1/spec_decode/ngram_proposer.py` at adce4e9; Saxena's prompt-lookup decoding).
 
 Take the last n tokens of the sequence, for n from `prompt_lookup_max` down to `prompt_lookup_min`; find
 the EARLIEST earlier place where the same n tokens occur; propose the (up to) k tokens that followed them

@@ -40,9 +40,9 @@ def accept_tree_greedy(parents: list[int], token_ids: list[int], target_token_id
     child whose token equals the current node's argmax, as deep as it goes; emit the path's drafts and the
     argmax at its last node (the bonus). A chain (parents = [-1, 0, 1, ...]) gives accept_greedy's answer."""
     if not (len(parents) == len(token_ids) == len(target_token_ids)) or not parents or parents[0] != -1:
-        raise ValueError(f"parents, token_ids, target_token_ids: expected equal lengths and parents[0] == -1, "
-                         f"got lengths {len(parents)}, {len(token_ids)}, {len(target_token_ids)}, "
-                         f"parents {parents}")
+        raise ValueError(f"parents, token_ids, target_token_ids: expected equal lengths and "
+                         f"parents[0] == -1, got lengths {len(parents)}, {len(token_ids)}, "
+                         f"{len(target_token_ids)}, parents {parents}")
     if any(not 0 <= p < i for i, p in enumerate(parents) if i):
         raise ValueError(f"parents: expected 0 <= parents[i] < i for every node i > 0, got {parents}")
     node, out = 0, []
