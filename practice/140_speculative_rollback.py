@@ -21,8 +21,8 @@ The pieces of `pagedkv_lib.core.block_manager.BlockManager` you need (read-only 
                                                .update(hash, token_ids) sets both
     block_manager.pool.free([block_id])        drops one reference; at 0 the block joins the END of the
                                                free queue (block_manager.free_block_ids)
-    block_manager.compute_hash(token_ids, prefix)   the chained hash (prefix: the previous block's hash,
-                                               -1 for the first block)
+    block_manager.compute_hash(ids, prefix)    the chained hash of the token ids `ids` (prefix: the
+                                               previous block's hash, -1 for the first block)
     block_manager.hash_to_block_id             hash -> block id, the prefix cache; mutate it
     seq.block_table (mutate it), seq.block(i) (the token ids of logical block i), len(seq)
 """
