@@ -32,12 +32,15 @@ def tree_layout(parents: list[int]) -> list[tuple[float, int]]:
     return [where[i] for i in range(len(parents))]
 
 
-def plot_tree_mask(parents: list[int], labels: list[str], accepted: list[int] | None = None) -> Figure:
-    """The tree (nodes labelled `labels[i]`, the nodes of `accepted` filled) beside its mask."""
+def plot_tree_mask(parents: list[int], labels: list[str], accepted: list[int] | None = None,
+                   fig: Figure | None = None) -> Figure:
+    """The tree (nodes labelled `labels[i]`, the nodes of `accepted` filled) beside its mask, drawn into
+    `fig` (a notebook passes plt.figure(...) so that plt.show() displays it) or a new Figure."""
     if len(labels) != len(parents):
         raise ValueError(f"labels: expected one per node ({len(parents)}), got {len(labels)}")
     accepted = set(accepted or [])
-    fig = Figure(figsize=(8.5, 3.2), dpi=80)
+    if fig is None:
+        fig = Figure(figsize=(8.5, 3.2), dpi=80)
     tree_ax, mask_ax = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1, 1.2]})
     where = tree_layout(parents)
     for i, p in enumerate(parents):
