@@ -80,6 +80,7 @@ print(describe_environment())
 # | 15 | RadixAttention, the other prefix cache | a radix tree against the hash chain | 136 |
 # | 16 | Swap or recompute | what a preemption costs, by model and length | |
 # | 17 | The KV cache across GPUs | tensor-parallel shards, prefill/decode disaggregation | 137 |
+# | 20 | Speculative decoding and the cache | drafts verified in one chunk, rollback, tree drafts | 140 |
 #
 # Each exercise's number is the one key for the stub `practice/<id>_*.py`, the reference
 # `solutions/<id>_*.py` and the judge's hidden cases.
@@ -103,6 +104,7 @@ print(describe_environment())
 # | 135 | Triton primer puzzles | medium |
 # | 136 | Radix cache | hard |
 # | 137 | KV transfer between instances | medium |
+# | 140 | Rollback after speculative decoding | medium |
 
 # %% [markdown]
 # ## 2. How to run it

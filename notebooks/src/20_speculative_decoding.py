@@ -359,8 +359,8 @@ shown = show_reference(140)
 # - **vLLM V1, drafting** (`vllm/v1/spec_decode/ngram_proposer.py` at `adce4e9`): `NgramProposer` finds the
 #   longest n-gram in `[prompt_lookup_min, prompt_lookup_max]` that ends the context, with a KMP pass over the
 #   reversed tokens compiled by numba, takes its earliest occurrence and proposes up to
-#   `num_speculative_tokens` tokens, never past `max_model_len`. The same folder holds the model-based
-#   proposers (EAGLE, Medusa, MTP, a draft model, suffix decoding).
+#   `num_speculative_tokens` tokens, never past `max_model_len`. A draft model or EAGLE drafts with a model
+#   that keeps a KV cache of its own, which the course leaves out.
 # - **vLLM V1, slots and caching** (`vllm/v1/core/kv_cache_manager.py` at `003df29`): `allocate_slots(...,
 #   num_lookahead_tokens)` allocates slots for the drafts and caches blocks only up to `request.num_tokens`,
 #   which holds no draft; drafts live in `request.spec_token_ids`.
@@ -385,3 +385,5 @@ shown = show_reference(140)
 # keep the block of the last verified token, and register in the prefix cache only blocks full of verified
 # tokens, which vLLM does by caching up to `request.num_tokens`. A draft tree verifies several guesses at once
 # under a mask where each node sees only its ancestors.
+#
+# More on each engine's choices, with sources: `docs/engines.md`, "Speculative decoding and the cache".

@@ -5,5 +5,6 @@ serving_result, serving_measures), the paper's numbers beside the course's (pape
 what an FP8 KV cache costs in accuracy (fp8_attention_error, fp8_greedy_agreement), and moving a prompt's
 K/V between instances vs recomputing it (transfer_cost). Two choices engines make differently: the hash chain
 or the radix tree as a prefix cache, under memory pressure (prefix_cache_comparison), and swapping or
-recomputing a preempted request (swap_or_recompute).
+recomputing a preempted request (swap_or_recompute). What n-gram speculation buys the mini engine
+(speculation).
 """
