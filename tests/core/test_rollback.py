@@ -136,3 +136,17 @@ def test_lookahead_counts_the_blocks_the_drafts_start():
     assert bm.can_append(seq, 8) and not bm.can_append(seq, 12)
     with pytest.raises(ValueError, match="num_lookahead_tokens"):
         bm.can_append(seq, -1)
+
+
+def test_the_radix_manager_refuses_lookahead_slots():
+    from pagedkv_lib.core.radix_block_manager import RadixBlockManager
+
+    rbm = RadixBlockManager(4, 2)
+    seq = Sequence([1, 2, 3], 2)
+    rbm.allocate(seq)
+    seq.append_token(4)
+    assert rbm.can_append(seq, 0)
+    with pytest.raises(ValueError, match="num_lookahead_tokens"):
+        rbm.can_append(seq, 2)
+    with pytest.raises(ValueError, match="num_lookahead_tokens"):
+        rbm.may_append(seq, 2)

@@ -92,7 +92,6 @@ CARDS = (
          {"transfer_kv": "pagedkv_lib.distributed.kv_transfer:transfer_kv"},
          forbidden=tuple(f"pagedkv_lib.distributed.kv_transfer:{n}"
                          for n in ("gather_blocks", "scatter_blocks", "receive_blocks"))),
-    # 138 and 139 are added with notebooks 18 and 19
     card(140, "speculative_rollback", "Rollback after speculative decoding", "medium",
          "20 Speculative decoding and the cache", {"truncate": "pagedkv_lib.core.rollback:truncate"}),
 )
