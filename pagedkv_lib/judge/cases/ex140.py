@@ -186,9 +186,11 @@ def _hints(ops):
             return "a valid num_computed_tokens must not raise; truncate returns None"
         if "raised" in e:
             return "check every argument before changing anything: a refused call leaves all as it was"
-        if key == "slots":
+        if key == "slots" and -1 in g["slots"]:
             return ("keep ceil(num_computed_tokens / block_size) blocks: the block of the last computed "
                     "token stays, even when it is partial")
+        if key == "slots":
+            return "block_table[:keep] stays as it is, in order; only the blocks after it go"
         if key == "seqs":
             e_table, g_table = e["seqs"][ops[i][1]], g["seqs"].get(ops[i][1], [])
             if len(g_table) > len(e_table):

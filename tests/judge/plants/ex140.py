@@ -42,6 +42,18 @@ PLANTS = {
     'cuts_a_verified_block': Plant([
         ('max(1, num_hashed * bs) <= num_computed_tokens', '1 <= num_computed_tokens'),
     ], WA, 'verified blocks are never cut back'),
+    'validates_after_releasing': Plant([
+        ('    keep = -(-num_computed_tokens // bs)\n    for block_id in reversed(table[keep:]):\n        block_manager.pool.free([block_id])\n    del table[keep:]\n',
+         ''),
+        ('    limit = min(len(seq), len(table) * bs)\n',
+         '    keep = -(-num_computed_tokens // bs)\n    for block_id in reversed(table[keep:]):\n        block_manager.pool.free([block_id])\n    del table[keep:]\n    limit = min(len(seq), len(table) * bs)\n'),
+    ], WA, 'before changing anything: a refused call'),
+    'kept_blocks_removed_from_the_front': Plant([
+        ('    del table[keep:]\n', '    del table[:len(table) - keep]\n'),
+    ], WA, 'stays as it is'),
+    'released_blocks_never_freed': Plant([
+        ('        block_manager.pool.free([block_id])\n', '        pass\n'),
+    ], WA, 'exactly one reference'),
     'raises_on_a_valid_length': Plant([
         ('num_computed_tokens <= limit:', 'num_computed_tokens < limit:'),
     ], WA, 'must not raise'),
