@@ -107,3 +107,29 @@ def test_verification_logits_equal_decoding_one_token_at_a_time():
     assert got == answer
     assert [s.num_accepted_tokens for s in llm.stats] == [0, 7]     # prefill 1 token, then 7 drafts + bonus
     assert torch.get_num_threads() == 1
+
+
+def test_postprocess_stops_a_verified_run_at_eos_and_max_tokens():
+    from pagedkv_lib.core.sequence import Sequence
+    from pagedkv_lib.engine import ModelConfig, Scheduler
+
+    cfg = EngineConfig(model=ModelConfig(eos_token_id=5), block_size=2, num_kvcache_blocks=32,
+                       max_model_len=64, num_speculative_tokens=3)
+    for new_tokens, params, expected in (([2, 5, 3], SamplingParams(max_tokens=8), [1, 2, 5]),
+                                         ([2, 6, 3], SamplingParams(max_tokens=3), [1, 2, 6]),
+                                         ([2, 6, 3], SamplingParams(max_tokens=8), None)):
+        scheduler = Scheduler(cfg)
+        seq = Sequence([9, 8, 7], 2, seq_id=0)
+        scheduler.add(seq, params)
+        prefill, _ = scheduler.schedule()
+        scheduler.postprocess(prefill, [[1]])                           # the prefill's token
+        seq.draft_token_ids = [2, 6, 4]
+        seqs, is_prefill = scheduler.schedule()
+        assert not is_prefill and len(seq.block_table) == 4            # 4 tokens + 3 drafts: 4 blocks
+        finished = scheduler.postprocess(seqs, [new_tokens])
+        if expected is None:                                            # two drafts and a bonus, going on
+            assert not finished and seq.token_ids == [9, 8, 7, 1, 2, 6, 3] and len(seq.block_table) == 3
+            assert seq.draft_token_ids == []
+        else:
+            assert finished == [seq] and seq.completion_token_ids == expected
+            assert scheduler.block_manager.num_free_blocks == 32
