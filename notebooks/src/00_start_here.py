@@ -57,6 +57,7 @@
 # | 17 | The KV cache across GPUs | tensor-parallel shards, prefill/decode disaggregation | 137 |
 # | 18 | MLA: a cache of latents | DeepSeek's latent cache, absorbed decode, a paged MLA kernel | 138 |
 # | 19 | Hybrid models: layers that keep different things | sliding windows, states, one pool | 139 |
+# | 20 | Speculative decoding and the cache | drafts verified in one chunk, rollback, tree drafts | 140 |
 #
 # Each exercise's number is the one key for the stub `practice/<id>_*.py`, the reference
 # `solutions/<id>_*.py` and the judge's hidden cases.
@@ -82,6 +83,7 @@
 # | 137 | KV transfer between instances | medium |
 # | 138 | Paged MLA decode, absorbed | hard |
 # | 139 | Sliding-window KV cache group | hard |
+# | 140 | Rollback after speculative decoding | medium |
 
 # %% [markdown]
 # ## 2. How to run it

@@ -4,8 +4,10 @@ block_pool (physical blocks, free queue, ref counts), block_manager (prefix cach
 radix_cache and radix_block_manager (SGLang's radix-tree prefix cache over a BlockPool),
 copy_on_write, sequence, slot_mapping, kv_cache, kv_quant (the FP8 cache's quantize/dequantize and
 scales), store_kvcache and paged_attention (PyTorch references of the kernels), model_inputs
-(prepare_prefill / prepare_decode), validation (argument checks); the KV cache of hybrid models, as vLLM
-splits it: block_hash_index (full blocks per group), single_type_manager (one group; full attention),
-sliding_window_manager, state_manager, kv_cache_coordinator (the groups over one BlockPool).
+(prepare_prefill / prepare_decode / prepare_verify), validation (argument checks); the KV cache of hybrid
+models, as vLLM splits it: block_hash_index (full blocks per group), single_type_manager (one group; full
+attention), sliding_window_manager, state_manager, kv_cache_coordinator (the groups over one BlockPool); for
+speculative decoding, rollback (a block table cut back to its verified tokens) and tree_attention (a draft
+tree's mask).
 Shapes and symbols: docs/conventions.md.
 """

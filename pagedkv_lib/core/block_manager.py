@@ -11,6 +11,12 @@ one a bug some engine shipped (docs/engines.md, "Known pitfalls"):
 - at most num_tokens - 1 tokens come from the cache, so a step always has a token to compute (vLLM's cap);
 - freed blocks keep hash and tokens (they can still be hit) until reused; reuse drops the stale entry;
 - `deallocate` frees in reverse, so a sequence's last blocks are reused first and its prefix survives longest.
+
+Speculative decoding (notebook 20) asks `can_append` / `may_append` for `num_lookahead_tokens` more slots:
+the blocks of the draft tokens are allocated with the step, but only the block filled by the VERIFIED token
+at len - 1 is hashed here; what the verification accepts is hashed, and what it rejects released, by
+`rollback.truncate` (vLLM V1's `allocate_slots(..., num_lookahead_tokens)` caches only up to
+`request.num_tokens`, which counts no draft token: `vllm/v1/core/kv_cache_manager.py`).
 """
 from __future__ import annotations
 
@@ -133,22 +139,34 @@ class BlockManager:
         seq.num_cached_tokens = 0
         seq.block_table.clear()
 
-    def can_append(self, seq: Sequence) -> bool:
-        """One free block is needed when the token at position len - 1 starts a new block."""
-        return self.pool.num_free() >= ((len(seq) - 1) % self.block_size == 0)
+    def num_new_blocks(self, seq: Sequence, num_lookahead_tokens: int = 0) -> int:
+        """How many of the positions this step writes, len - 1 .. len - 1 + num_lookahead_tokens, start a
+        block: (p % block_size == 0). Zero lookahead: one when (len - 1) % block_size == 0, else none."""
+        if isinstance(num_lookahead_tokens, bool) or not isinstance(num_lookahead_tokens, int) \
+                or num_lookahead_tokens < 0:
+            raise ValueError(f"num_lookahead_tokens: expected an int >= 0, got {num_lookahead_tokens!r}")
+        first, last = len(seq) - 1, len(seq) - 1 + num_lookahead_tokens
+        return last // self.block_size - (first - 1) // self.block_size
 
-    def may_append(self, seq: Sequence) -> None:
-        """Before a decode step writes position len - 1: add a block if it starts one, hash a block it fills.
+    def can_append(self, seq: Sequence, num_lookahead_tokens: int = 0) -> bool:
+        """One free block is needed when the token at position len - 1 starts a new block (more with
+        lookahead slots for draft tokens)."""
+        return self.pool.num_free() >= self.num_new_blocks(seq, num_lookahead_tokens)
+
+    def may_append(self, seq: Sequence, num_lookahead_tokens: int = 0) -> None:
+        """Before a decode step writes position len - 1 (and, speculating, the draft positions after it):
+        add the blocks it starts, hash a block the verified token at len - 1 fills.
 
         nano-vllm writes the first test as `len(seq) % block_size == 1`, which never holds at block_size 1.
         """
         block_table = seq.block_table
-        if (len(seq) - 1) % self.block_size == 0:
+        for _ in range(self.num_new_blocks(seq, num_lookahead_tokens)):
             block_table.append(self._new_block().block_id)
         if len(seq) % self.block_size == 0:
-            last = self.blocks[block_table[-1]]
-            prefix = self.blocks[block_table[-2]].hash if len(block_table) > 1 else -1
-            token_ids = seq.block(seq.num_blocks - 1)
+            i = len(seq) // self.block_size - 1                     # the block that position len - 1 fills
+            last = self.blocks[block_table[i]]
+            prefix = self.blocks[block_table[i - 1]].hash if i > 0 else -1
+            token_ids = seq.block(i)
             h = self.compute_hash(token_ids, prefix)
             last.update(h, token_ids)
             self.hash_to_block_id[h] = last.block_id

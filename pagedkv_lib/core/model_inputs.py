@@ -43,29 +43,52 @@ def pad_block_tables(tables: list[list[int]], device="cpu") -> torch.Tensor:
     return torch.tensor(rows, dtype=torch.int32, device=device).reshape(len(tables), width)
 
 
+def _varlen_inputs(chunks, block_tables, device) -> ModelInputs:
+    """chunks: (seq, token_ids, start, end) each: positions start..end-1 of token_ids are this step's."""
+    input_ids, positions, slot_mapping = [], [], []
+    cu_q, cu_k, max_q, max_k = [0], [0], 0, 0
+    for seq, token_ids, start, end in chunks:
+        input_ids += token_ids[start:end]
+        positions += range(start, end)
+        cu_q.append(cu_q[-1] + end - start)
+        cu_k.append(cu_k[-1] + end)
+        max_q, max_k = max(max_q, end - start), max(max_k, end)
+        slot_mapping += compute_slot_mapping(seq.block_table, start, end, seq.block_size)
+    if block_tables is None and cu_k[-1] > cu_q[-1]:
+        block_tables = pad_block_tables([c[0].block_table for c in chunks], device)   # [B, M]
+    return ModelInputs(True, _i64(input_ids, device), _i64(positions, device), _i32(slot_mapping, device),
+                       _i32(cu_q, device), _i32(cu_k, device), max_q, max_k, None, block_tables)
+
+
 def prepare_prefill(seqs: list[Sequence], device="cpu") -> ModelInputs:
     """Positions start..end-1 of each sequence, start = num_cached_tokens, end = start + scheduled tokens.
 
     Block tables are passed only when some keys are not among this step's tokens (a prefix hit or a
     later chunk): then cu_seqlens_k[-1] > cu_seqlens_q[-1] and attention must read the cache.
     """
-    input_ids, positions, slot_mapping = [], [], []
-    cu_q, cu_k, max_q, max_k = [0], [0], 0, 0
+    chunks = []
     for seq in seqs:
         start = seq.num_cached_tokens
         end = seq.num_tokens if seq.num_scheduled_tokens is None else start + seq.num_scheduled_tokens
         if not start < end <= seq.num_tokens:
             raise ValueError(f"seq {seq.seq_id}: nothing to prefill (start {start}, end {end}, "
                              f"num_tokens {seq.num_tokens})")
-        input_ids += seq.token_ids[start:end]
-        positions += range(start, end)
-        cu_q.append(cu_q[-1] + end - start)
-        cu_k.append(cu_k[-1] + end)
-        max_q, max_k = max(max_q, end - start), max(max_k, end)
-        slot_mapping += compute_slot_mapping(seq.block_table, start, end, seq.block_size)
-    block_tables = pad_block_tables([s.block_table for s in seqs], device) if cu_k[-1] > cu_q[-1] else None
-    return ModelInputs(True, _i64(input_ids, device), _i64(positions, device), _i32(slot_mapping, device),
-                       _i32(cu_q, device), _i32(cu_k, device), max_q, max_k, None, block_tables)
+        chunks.append((seq, seq.token_ids, start, end))
+    return _varlen_inputs(chunks, None, device)
+
+
+def prepare_verify(seqs: list[Sequence], draft_token_ids: list[list[int]], device="cpu") -> ModelInputs:
+    """Speculative decoding's verification step: each sequence's last token and its k drafts, a chunk of
+    q_len = k + 1 at positions len - 1 .. len - 1 + k, the LAST tokens of a len + k context (the causal
+    offset of notebook 05), through the varlen path with block tables. The table must already hold the
+    drafts' slots (`BlockManager.may_append(seq, k)`)."""
+    if len(draft_token_ids) != len(seqs):
+        raise ValueError(f"draft_token_ids: expected one list per sequence ({len(seqs)}), "
+                         f"got {len(draft_token_ids)}")
+    chunks = [(seq, seq.token_ids + list(drafts), seq.num_tokens - 1, seq.num_tokens + len(drafts))
+              for seq, drafts in zip(seqs, draft_token_ids, strict=True)]
+    block_tables = pad_block_tables([s.block_table for s in seqs], device)                # [B, M]
+    return _varlen_inputs(chunks, block_tables, device)
 
 
 def prepare_decode(seqs: list[Sequence], device="cpu") -> ModelInputs:

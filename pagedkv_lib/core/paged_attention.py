@@ -22,12 +22,17 @@ def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
 
 def _attend(q, k, v, scale: float, q_positions) -> torch.Tensor:
     """q [t, H, D] at absolute positions `q_positions` [t]; k, v [ctx, H_kv, D]; causal on positions."""
+    kv_positions = torch.arange(k.shape[0], device=q.device)          # [ctx]
+    allowed = kv_positions[None, :] <= q_positions[:, None]           # [t, ctx]
+    return attend_masked(q, k, v, scale, allowed)
+
+
+def attend_masked(q, k, v, scale: float, allowed) -> torch.Tensor:
+    """q [t, H, D], k and v [ctx, H_kv, D], allowed [t, ctx] bool (query i reads key j) -> [t, H, D]."""
     group = q.shape[1] // k.shape[1]
     k = k.repeat_interleave(group, dim=1)                            # [ctx, H, D]
     v = v.repeat_interleave(group, dim=1)                            # [ctx, H, D]
     scores = torch.einsum("thd,chd->htc", q, k) * scale              # [H, t, ctx]
-    kv_positions = torch.arange(k.shape[0], device=q.device)          # [ctx]
-    allowed = kv_positions[None, :] <= q_positions[:, None]           # [t, ctx]
     scores = scores.masked_fill(~allowed, float("-inf"))
     probs = torch.softmax(scores, dim=-1)                             # [H, t, ctx]
     return torch.einsum("htc,chd->thd", probs, v)                     # [t, H, D]

@@ -134,13 +134,23 @@ class RadixBlockManager:
         seq.num_cached_tokens = 0
         seq.block_table.clear()
 
-    def can_append(self, seq: Sequence) -> bool:
+    def can_append(self, seq: Sequence, num_lookahead_tokens: int = 0) -> bool:
+        """BlockManager's interface; lookahead slots (speculative decoding) are the hash chain's only."""
+        _no_lookahead(num_lookahead_tokens)
         self._release_duplicates()
         return self.num_free_blocks >= ((len(seq) - 1) % self.block_size == 0)
 
-    def may_append(self, seq: Sequence) -> None:
+    def may_append(self, seq: Sequence, num_lookahead_tokens: int = 0) -> None:
+        _no_lookahead(num_lookahead_tokens)
         self._release_duplicates()
         if (len(seq) - 1) % self.block_size == 0:
             (block,) = self._take(1)
             seq.block_table.append(block)
             self.private[seq.seq_id].append(block)
+
+
+def _no_lookahead(num_lookahead_tokens: int) -> None:
+    if num_lookahead_tokens != 0:
+        raise ValueError(f"num_lookahead_tokens: expected 0 (speculative decoding runs on the hash-chain "
+                         f"BlockManager, whose rollback.truncate releases draft blocks), "
+                         f"got {num_lookahead_tokens!r}")

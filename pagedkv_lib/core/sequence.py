@@ -2,6 +2,8 @@
 
 `num_tokens` counts prompt and generated tokens; `num_cached_tokens` of them are already in the cache
 (a prefix hit, or earlier chunks); `block_table` lists the physical block of each logical block.
+`draft_token_ids` holds the tokens a speculative proposer guessed for the next step (vLLM's
+`Request.spec_token_ids`): never part of `token_ids` until a verification accepts them.
 Unlike nano-vllm, `block_size` is a per-sequence argument, not a class attribute set from the config.
 """
 from __future__ import annotations
@@ -33,6 +35,7 @@ class Sequence:
         self.num_cached_tokens = 0
         self.num_scheduled_tokens: int | None = None   # a chunked prefill sets this; None = all uncached
         self.block_table: list[int] = []
+        self.draft_token_ids: list[int] = []            # unverified: not in token_ids, not in any hash
 
     def __len__(self) -> int:
         return len(self.token_ids)

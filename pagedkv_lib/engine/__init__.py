@@ -14,6 +14,9 @@
     model_runner.py        ModelRunner: KV cache, prepare_prefill/prepare_decode, forward, sample (no host
                            sync but the sampled tokens' readback)
     llm_engine.py          LLMEngine / LLM: add_request, step, generate, StepStats
+    ngram_proposer.py      NgramProposer: draft tokens by prompt lookup (notebook 20)
+    rejection_sampler.py   accept_greedy, accept_tree_greedy: which drafts a verification keeps
+    tree_verification.py   tree_logits (a draft tree in one forward under its mask), branch_logits
 """
 from .attention_layer import Attention, Kernels, select_kernels
 from .config import EngineConfig, ModelConfig

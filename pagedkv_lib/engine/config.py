@@ -11,6 +11,11 @@ alias "fp8_e4m3") stores float8 e4m3 bytes with one scale per tensor and layer (
 1.0 (vLLM's default) unless `calculate_kv_scales`, which sets each layer's once, from the K/V of the first
 forward (amax / 200 for keys, amax / 100 for values, vLLM's constants), and never changes them afterwards.
 vLLM's "fp8_e5m2" is refused: the course's kernels read e4m3 only.
+
+Speculative decoding (notebook 20) is on when `num_speculative_tokens` k > 0 (vLLM's speculative_config
+names): before each decode step an n-gram proposer drafts up to k tokens per sequence from its own history
+(`prompt_lookup_min` .. `prompt_lookup_max` tokens matched), the step verifies them in one forward and keeps
+the agreeing prefix plus a bonus token. Greedy only: a request with temperature > 0 is refused.
 """
 from __future__ import annotations
 
@@ -68,6 +73,9 @@ class EngineConfig:
     calculate_kv_scales: bool = False      # fp8: set each layer's scales from the first forward (else 1.0)
     enforce_eager: bool = False            # True: no CUDA graphs for decode (nano-vllm's name)
     debug_checks: bool = False             # True: kernels also check device values (host syncs), no graphs
+    num_speculative_tokens: int = 0        # k > 0: n-gram speculation, up to k drafts verified per step
+    prompt_lookup_min: int = 1             # the shortest n-gram the proposer matches
+    prompt_lookup_max: int = 3             # the longest (tried first)
 
     @property
     def kv_cache_torch_dtype(self) -> torch.dtype:
@@ -81,8 +89,14 @@ class EngineConfig:
             raise ValueError("calculate_kv_scales: expected kv_cache_dtype 'fp8' (scales belong to an fp8 "
                              "cache), got kv_cache_dtype 'auto'")
         for name in ("block_size", "num_kvcache_blocks", "max_num_seqs", "max_num_batched_tokens",
-                     "max_model_len"):
+                     "max_model_len", "prompt_lookup_min", "prompt_lookup_max"):
             check_positive_int(name, getattr(self, name))
+        k = self.num_speculative_tokens
+        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+            raise ValueError(f"num_speculative_tokens: expected an int >= 0 (0 = off), got {k!r}")
+        if self.prompt_lookup_min > self.prompt_lookup_max:
+            raise ValueError(f"prompt_lookup_min: expected <= prompt_lookup_max ({self.prompt_lookup_max}), "
+                             f"got {self.prompt_lookup_min}")
         if self.max_model_len > self.model.max_position_embeddings:
             raise ValueError(f"max_model_len: expected <= max_position_embeddings "
                              f"({self.model.max_position_embeddings}), got {self.max_model_len}")

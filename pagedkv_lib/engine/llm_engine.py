@@ -5,6 +5,11 @@ out (no tokenizer) and a `StepStats` record per step: what was scheduled, how ma
 found in the prefix cache, how many sequences were preempted, how full the pool is. The order inside a step
 is nano-vllm's: schedule -> model runner (writes the K/V of the scheduled tokens, samples) -> postprocess
 (appends the sampled tokens, finishes and frees).
+
+With `num_speculative_tokens` k > 0 a step first drafts up to k tokens for every running sequence
+(`NgramProposer`, never past its max_tokens); a decode step with drafts verifies them (`ModelRunner.verify`,
+`accept_greedy`) and a sequence gains 1 + its accepted drafts. `StepStats` counts the drafts and the
+accepted ones: acceptance rate = accepted / drafted, tokens per sequence-step = 1 + accepted / num_seqs.
 """
 from __future__ import annotations
 
@@ -15,6 +20,8 @@ from pagedkv_lib.core.sequence import Sequence
 
 from .config import EngineConfig
 from .model_runner import ModelRunner
+from .ngram_proposer import NgramProposer
+from .rejection_sampler import accept_greedy
 from .sampler import SamplingParams
 from .scheduler import Scheduler
 
@@ -31,6 +38,8 @@ class StepStats:
     num_waiting: int           # after the step
     num_running: int
     num_free_blocks: int
+    num_draft_tokens: int = 0      # drafts verified (speculative decode steps)
+    num_accepted_tokens: int = 0   # of them, accepted
 
 
 class Progress:
@@ -65,6 +74,10 @@ class LLMEngine:
         self.model_runner = ModelRunner(self.config, seed)
         self.stats: list[StepStats] = []
         self._next_seq_id = 0
+        c = self.config
+        self.proposer = None
+        if c.num_speculative_tokens:
+            self.proposer = NgramProposer(c.num_speculative_tokens, c.prompt_lookup_min, c.prompt_lookup_max)
 
     @property
     def block_manager(self):
@@ -80,6 +93,10 @@ class LLMEngine:
         if len(prompt) + params.max_tokens > self.config.max_model_len:
             raise ValueError(f"prompt + max_tokens: expected <= max_model_len ({self.config.max_model_len}), "
                              f"got {len(prompt)} + {params.max_tokens}")
+        if self.proposer is not None and params.temperature > 0:
+            raise ValueError(f"temperature: expected 0 while speculating (num_speculative_tokens "
+                             f"{self.config.num_speculative_tokens}: greedy verification only), "
+                             f"got {params.temperature}")
         seq = Sequence(prompt, self.config.block_size, seq_id=self._next_seq_id)
         self._next_seq_id += 1
         self.scheduler.add(seq, params)
@@ -88,19 +105,36 @@ class LLMEngine:
     def is_finished(self) -> bool:
         return self.scheduler.is_finished()
 
+    def propose_drafts(self) -> None:
+        """Drafts for every running sequence, at most max_tokens - completion - 1 (the bonus comes too)."""
+        params = self.scheduler.sampling_params
+        for seq in self.scheduler.running:
+            room = params[seq.seq_id].max_tokens - seq.num_completion_tokens - 1
+            seq.draft_token_ids = self.proposer.propose(seq.token_ids, room)
+
     def step(self) -> list[Sequence]:
         """Schedule, run the model, postprocess; returns the sequences that finished in this step."""
+        if self.proposer is not None:
+            self.propose_drafts()
         seqs, is_prefill = self.scheduler.schedule()
         params = self.scheduler.sampling_params
         cached = sum(s.num_cached_tokens for s in seqs) if is_prefill else 0
-        computed = sum(len(s) for s in seqs) - cached if is_prefill else len(seqs)
-        token_ids = self.model_runner.run(seqs, is_prefill, [params[s.seq_id].temperature for s in seqs])
+        drafted = sum(len(s.draft_token_ids) for s in seqs) if not is_prefill else 0
+        computed = sum(len(s) for s in seqs) - cached if is_prefill else len(seqs) + drafted
+        if drafted:
+            targets = self.model_runner.verify(seqs)
+            token_ids = [accept_greedy(s.draft_token_ids, t) for s, t in zip(seqs, targets, strict=True)]
+        else:
+            sampled = self.model_runner.run(seqs, is_prefill, [params[s.seq_id].temperature for s in seqs])
+            token_ids = [[t] for t in sampled]
+        accepted = sum(len(t) - 1 for t in token_ids)
         finished = self.scheduler.postprocess(seqs, token_ids)
         self.stats.append(StepStats(
             step=len(self.stats), is_prefill=is_prefill, num_seqs=len(seqs), num_computed_tokens=computed,
             num_cached_tokens=cached, num_preempted=self.scheduler.num_preempted, num_finished=len(finished),
             num_waiting=len(self.scheduler.waiting), num_running=len(self.scheduler.running),
-            num_free_blocks=self.block_manager.num_free_blocks))
+            num_free_blocks=self.block_manager.num_free_blocks, num_draft_tokens=drafted,
+            num_accepted_tokens=accepted))
         return finished
 
     def generate(self, prompts: list[list[int]], sampling_params: SamplingParams | list | None = None,

@@ -13,6 +13,9 @@ On a GPU a step never waits for the GPU except once, for its sampled tokens:
     decode   replayed from CUDA graphs (`decode_graphs.DecodeGraphs`) unless `enforce_eager` or
              `debug_checks` (a check that reads the device cannot run inside a graph);
     tokens   copied into pinned memory, then ONE explicit wait on a CUDA event: the scheduler needs them.
+
+Speculating, a decode step whose sequences hold drafts is a verification (`verify`): every sequence's last
+token and drafts as one varlen chunk (`prepare_verify`), eagerly, and the argmax at EVERY position.
 """
 from __future__ import annotations
 
@@ -21,7 +24,13 @@ from dataclasses import fields, replace
 import torch
 
 from pagedkv_lib.core.kv_cache import allocate_kv_cache
-from pagedkv_lib.core.model_inputs import ModelInputs, pad_block_tables, prepare_decode, prepare_prefill
+from pagedkv_lib.core.model_inputs import (
+    ModelInputs,
+    pad_block_tables,
+    prepare_decode,
+    prepare_prefill,
+    prepare_verify,
+)
 from pagedkv_lib.core.sequence import Sequence
 
 from .attention_layer import Attention, select_kernels
@@ -51,7 +60,8 @@ class ModelRunner:
         if self.cuda and not config.enforce_eager and not config.debug_checks:  # checks read: no graphs
             self.graphs = DecodeGraphs(self.model, self.kv_cache, config.max_num_seqs, config.max_model_len,
                                        config.block_size)
-        self.host_tokens = torch.zeros(config.max_num_seqs, dtype=torch.int64, pin_memory=self.cuda)  # [B]
+        max_tokens_per_step = config.max_num_seqs * (1 + config.num_speculative_tokens)  # a verification's
+        self.host_tokens = torch.zeros(max_tokens_per_step, dtype=torch.int64, pin_memory=self.cuda)  # [T]
         self.tokens_ready = torch.cuda.Event() if self.cuda else None
 
     def kv_scales(self) -> list[tuple[float, float]]:
@@ -91,7 +101,7 @@ class ModelRunner:
         """The sampled ids as Python ints: the step's one wait for the GPU (an event after a pinned copy)."""
         if not self.cuda:
             return tokens.numpy().tolist()
-        host = self.host_tokens[: tokens.shape[0]]                                      # [B] pinned
+        host = self.host_tokens[: tokens.shape[0]]                                      # [T] pinned
         host.copy_(tokens, non_blocking=True)
         self.tokens_ready.record()
         self.tokens_ready.synchronize()
@@ -103,3 +113,18 @@ class ModelRunner:
         greedy = not any(t > 0 for t in temperatures)                  # argmax needs no float32 logits
         logits = self.model.compute_logits(self.forward(seqs, is_prefill), None if greedy else torch.float32)
         return self.read_tokens(self.sampler(logits, temperatures))                     # logits [B, V]
+
+    @torch.inference_mode()
+    def verify(self, seqs: list[Sequence]) -> list[list[int]]:
+        """One forward over each sequence's last token and drafts -> the greedy argmax at each of its
+        1 + len(seq.draft_token_ids) positions (what accept_greedy compares the drafts with)."""
+        inputs = self.to_device(prepare_verify(seqs, [s.draft_token_ids for s in seqs], "cpu"))
+        hidden = self.model(inputs.input_ids, inputs.positions, inputs, self.kv_cache)  # [T, E]
+        logits = self.model.compute_logits(hidden, None)                                # [T, V]
+        argmax = self.read_tokens(logits.argmax(dim=-1))                                 # T ints
+        out, start = [], 0
+        for seq in seqs:
+            end = start + 1 + len(seq.draft_token_ids)
+            out.append(argmax[start:end])
+            start = end
+        return out

@@ -16,6 +16,11 @@ One step (the engine then runs the model on the scheduled sequences and appends 
              one else is left, preempt the sequence itself. Else `may_append` and schedule it. Afterwards
              `running` holds exactly the scheduled sequences, in order.
 
+Speculating (EngineConfig.num_speculative_tokens > 0), a decode step also makes room for each sequence's
+drafts: `can_append(seq, k)` / `may_append(seq, k)` with k = len(seq.draft_token_ids) lookahead slots, as
+vLLM V1 schedules `num_lookahead_tokens`; a preempted sequence loses its drafts with its blocks. After the
+verification `postprocess` appends what was accepted and cuts the blocks back (`rollback.truncate`).
+
 Two choices differ from nano-vllm: max_num_seqs bounds the running queue (vLLM's `max_num_running_reqs`),
 where nano-vllm counts only this step's admissions, so a decode step serves every running sequence; and the
 token budget counts every token of an admitted sequence, cached or not (nano-vllm checks len(seq) against
@@ -26,6 +31,7 @@ from __future__ import annotations
 from collections import deque
 
 from pagedkv_lib.core.block_manager import BlockManager
+from pagedkv_lib.core.rollback import truncate
 from pagedkv_lib.core.sequence import Sequence, SequenceStatus
 
 from .config import EngineConfig
@@ -35,6 +41,7 @@ from .sampler import SamplingParams
 def preempt(seq: Sequence, waiting: deque[Sequence], block_manager: BlockManager) -> None:
     """Preemption by recompute: drop the sequence's blocks; it waits at the front, tokens kept."""
     block_manager.deallocate(seq)
+    seq.draft_token_ids = []
     seq.status = SequenceStatus.WAITING
     waiting.appendleft(seq)
 
@@ -59,14 +66,14 @@ def schedule(waiting: deque[Sequence], running: deque[Sequence], block_manager: 
 
     while running:
         seq = running.popleft()
-        while not block_manager.can_append(seq):
+        while not block_manager.can_append(seq, len(seq.draft_token_ids)):
             if running:
                 preempt(running.pop(), waiting, block_manager)   # the newest one left
             else:
                 preempt(seq, waiting, block_manager)
                 break
         else:
-            block_manager.may_append(seq)
+            block_manager.may_append(seq, len(seq.draft_token_ids))
             scheduled.append(seq)
     running.extend(scheduled)          # every running sequence was taken: scheduled or preempted
     return scheduled, False
@@ -100,17 +107,27 @@ class Scheduler:
                                f"running, {self.block_manager.num_free_blocks} free blocks")
         return seqs, is_prefill
 
-    def postprocess(self, seqs: list[Sequence], token_ids: list[int]) -> list[Sequence]:
-        """Append each sampled token; finish (and free) the sequences that hit max_tokens or EOS."""
+    def postprocess(self, seqs: list[Sequence], token_ids: list[list[int]]) -> list[Sequence]:
+        """Append each sequence's new tokens (one, or a verification's accepted drafts and bonus) up to
+        max_tokens or EOS, finishing (and freeing) those that reach either; a verified sequence that goes on
+        keeps only the blocks of its computed tokens (all but the last, whose K/V the next step writes)."""
         finished = []
-        for seq, token_id in zip(seqs, token_ids, strict=True):
-            seq.append_token(token_id)
+        for seq, new_token_ids in zip(seqs, token_ids, strict=True):
             params = self.sampling_params[seq.seq_id]
-            eos = not params.ignore_eos and token_id == self.eos_token_id
-            if eos or seq.num_completion_tokens >= params.max_tokens:
+            done = False
+            for token_id in new_token_ids:
+                seq.append_token(token_id)
+                eos = not params.ignore_eos and token_id == self.eos_token_id
+                done = eos or seq.num_completion_tokens >= params.max_tokens
+                if done:
+                    break
+            if done:
                 seq.status = SequenceStatus.FINISHED
                 self.block_manager.deallocate(seq)
                 self.running.remove(seq)
                 del self.sampling_params[seq.seq_id]
                 finished.append(seq)
+            elif seq.draft_token_ids:
+                truncate(self.block_manager, seq, seq.num_tokens - 1)
+            seq.draft_token_ids = []
         return finished

@@ -86,3 +86,18 @@ def test_errors_name_the_sequence_and_the_mismatch():
         prepare_prefill([seq])
     with pytest.raises(ValueError, match="at least one prompt token"):
         Sequence([], 4)
+
+
+def test_prepare_verify_puts_the_last_token_and_its_drafts_at_the_end_of_the_context():
+    from pagedkv_lib.core.model_inputs import prepare_verify
+
+    a, b = Sequence([1, 2, 3, 4, 5], 4), Sequence([7, 8], 4)
+    a.block_table, b.block_table = [6, 2], [3]                # a: 5 tokens + 3 drafts need 2 blocks
+    inputs = prepare_verify([a, b], [[10, 11, 12], []])
+    assert inputs.is_prefill and inputs.input_ids.tolist() == [5, 10, 11, 12, 8]
+    assert inputs.positions.tolist() == [4, 5, 6, 7, 1]
+    assert inputs.slot_mapping.tolist() == [8, 9, 10, 11, 13]
+    assert inputs.cu_seqlens_q.tolist() == [0, 4, 5] and inputs.cu_seqlens_k.tolist() == [0, 8, 10]
+    assert inputs.block_tables.tolist() == [[6, 2], [3, -1]] and inputs.max_seqlen_q == 4
+    with pytest.raises(ValueError, match="draft_token_ids"):
+        prepare_verify([a, b], [[10]])

@@ -79,7 +79,7 @@ def test_staging_step_after_step_rewrites_what_changed():
         padded = graphs.stage(seqs)
         _assert_staged_like_prepare_decode(graphs, seqs, padded)
         sizes.add(len(seqs))
-        llm.scheduler.postprocess(seqs, llm.model_runner.run(seqs, False, [0.0] * len(seqs)))
+        llm.scheduler.postprocess(seqs, [[t] for t in llm.model_runner.run(seqs, False, [0.0] * len(seqs))])
         if llm.is_finished():
             break
         seqs, is_prefill = llm.scheduler.schedule()

@@ -61,7 +61,7 @@ def test_engine_steps_read_no_tensor_value_on_the_triton_path(value_reads):
         padded = graphs.stage(seqs)                                   # the graph path, replayed eagerly
         graphs.upload(padded)
         graphs.forward(padded)
-    llm.scheduler.postprocess(seqs, llm.model_runner.run(seqs, False, [0.0] * len(seqs)))
+    llm.scheduler.postprocess(seqs, [[t] for t in llm.model_runner.run(seqs, False, [0.0] * len(seqs))])
     while not llm.is_finished():
         llm.step()
     assert value_reads == [], f"tensor values read on the step's path: {value_reads}"

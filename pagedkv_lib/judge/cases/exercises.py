@@ -46,7 +46,9 @@ CARDS = (
     card(128, "kernel_inputs", "Kernel inputs", "medium", "06 From scheduler to kernel inputs",
          {"prepare_prefill": "pagedkv_lib.core.model_inputs:prepare_prefill",
           "prepare_decode": "pagedkv_lib.core.model_inputs:prepare_decode"},
-         forbidden=("pagedkv_lib.core.model_inputs:pad_block_tables",)),
+         forbidden=("pagedkv_lib.core.model_inputs:pad_block_tables",),
+         reference=tuple(f"pagedkv_lib.core.model_inputs:{n}"
+                         for n in ("_varlen_inputs", "prepare_prefill", "prepare_decode"))),
     card(129, "prefix_caching", "Prefix-caching block manager", "hard", "07 Prefix caching",
          {"BlockManager": "pagedkv_lib.core.block_manager:BlockManager"}),
     card(130, "triton_store_kvcache", "Triton store_kvcache", "medium", "10 Triton: store_kvcache",
@@ -100,4 +102,6 @@ CARDS = (
          {"SlidingWindowManager": "pagedkv_lib.core.sliding_window_manager:SlidingWindowManager"},
          forbidden=("pagedkv_lib.core.kv_cache_coordinator:KVCacheCoordinator",
                     "pagedkv_lib.core.single_type_manager:SingleTypeManager")),
+    card(140, "speculative_rollback", "Rollback after speculative decoding", "medium",
+         "20 Speculative decoding and the cache", {"truncate": "pagedkv_lib.core.rollback:truncate"}),
 )
