@@ -37,17 +37,18 @@ import sys
 
 import torch
 
-from pagedkv_lib.core.paged_attention import paged_attention_decode as _oracle
+from pagedkv_lib.judge import registry
 from pagedkv_lib.judge.outcome import Outcome, wrong
 
 from . import Case, ex125, fresh, observe
-from .attention_cases import GARBAGE, check_attention, make_case
+from .attention_cases import GARBAGE, make_case
 from .kernel_harness import (
     attention_kernel_hint,
     bench_submission,
     call,
     fingerprint,
     guard_attention_inputs,
+    loaded,
     not_launched,
     outside,
     random_attention_options,
@@ -108,12 +109,13 @@ def build(seed: int, device: str = "cpu") -> list[Case]:
 
 
 def run(ns, case: Case) -> dict:
-    device = where(ns, NAME, _oracle, case.args["device"])
+    oracle = loaded(registry.get(131).oracle[NAME])              # None in the child
+    device = where(ns, NAME, oracle, case.args["device"])
     a = fresh(case.args)
     q, lens = a["q"].to(device), a["seq_lens"].to(device)
     k_cache, v_cache, tables = (to_device(a[k], device) for k in ("k_cache", "v_cache", "block_tables"))
     with guarded_allocations():
-        out, launches = call(ns, NAME, _oracle, q, k_cache, v_cache, tables, lens, a["scale"])
+        out, launches = call(ns, NAME, oracle, q, k_cache, v_cache, tables, lens, a["scale"])
     inputs = [fingerprint(t) for t in (q, k_cache, v_cache, tables, lens)]   # read-only: unchanged?
     guard = outside(out) if isinstance(out, torch.Tensor) and out.is_contiguous() else None
     return {"out": observe(out), "inputs": inputs, "out_guard": observe(guard), "launches": launches}
@@ -161,6 +163,8 @@ def check(case: Case, expected: dict, got: dict) -> Outcome:
                      "tensor made with torch.empty_like and friends)",
                      "mask the store: query heads past G and dims past D are not this program's (BLOCK_G "
                      "and BLOCK_D are rounded up to powers of two); the last head's extra rows lie past out")
+    from .attention_checks import check_attention  # the judge's only (the answer is in it)
+
     outcome = check_attention(case, expected, got)
     if not outcome.passed and outcome.hint:
         outcome.hint = attention_kernel_hint(case.args, expected["out"], got["out"], outcome.hint,
