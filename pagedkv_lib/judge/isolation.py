@@ -131,7 +131,7 @@ def mounts(exercise_id: int, submission: str | None, device: str = "cpu") -> lis
         tree += [("--dev-bind", str(n), str(n)) for n in [*sorted(Path("/dev").glob("nvidia*")),
                                                           Path("/dev/dri")] if n.exists()]
     tree += [("--perms", "1777", "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm"),
-             ("--size", str(SCRATCH_BYTES), "--tmpfs", SCRATCH), ("--symlink", SCRATCH, "/tmp"),
+             ("--size", str(SCRATCH_BYTES), "--tmpfs", SCRATCH),
              ("--chdir", SCRATCH), ("--remount-ro", "/dev"), ("--remount-ro", "/")]
     return tree
 
