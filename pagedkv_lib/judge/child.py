@@ -59,7 +59,7 @@ def serve(job: Job, channel: Channel, cases=None, namespace=None, sandbox=None) 
         try:
             observation, error = module.run(ns, cases[i]), None
         except BaseException as exc:
-            observation, error = None, Outcome.of_exception(exc, files)
+            observation, error = None, isolation.with_limit_hint(Outcome.of_exception(exc, files), exc)
         channel.send(CaseDone(i, time.perf_counter() - t0, observation, error))
     figures = None
     if job.bench and hasattr(module, "bench"):
@@ -187,7 +187,7 @@ def load(path: str | None, namespace: dict | None, exercise, originals=()):
         try:
             spec.loader.exec_module(module)
         except BaseException as exc:
-            o = Outcome.of_exception(exc, (path,))
+            o = isolation.with_limit_hint(Outcome.of_exception(exc, (path,)), exc)
             raise LoadError(replace(o, message=f"while importing the file: {o.message}")) from None
         ns, files, label = dict(vars(module)), (path,), os.path.basename(path)
     if not any(name in ns for name in exercise.oracle):

@@ -20,6 +20,7 @@ files, no core) before the submission is imported.
 """
 from __future__ import annotations
 
+import errno
 import functools
 import itertools
 import os
@@ -223,6 +224,21 @@ def set_limits(memory_mb: int | None, cpu_s: int) -> None:
             held = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
         limit = held + memory_mb * 2**20
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def with_limit_hint(outcome, exc: BaseException):
+    """`outcome` (of `exc`), with a hint that names the limit when one of the kernel's refused: a file past
+    FILE_BYTES, a full scratch or /dev/shm, a thread or process past RLIMIT_NPROC."""
+    if outcome.hint:
+        return outcome
+    if isinstance(exc, OSError) and exc.errno == errno.EFBIG:
+        outcome.hint = f"a file may hold at most {FILE_BYTES // 2**20} MiB"
+    elif isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+        outcome.hint = (f"the scratch directory holds at most {SCRATCH_BYTES // 2**20} MiB and /dev/shm "
+                        f"{SHM_BYTES // 2**20} MiB: compute in memory, write little")
+    elif (isinstance(exc, OSError) and exc.errno == errno.EAGAIN) or "can't start new thread" in str(exc):
+        outcome.hint = f"a submission may start at most {TASKS_ALLOWANCE} threads and processes"
+    return outcome
 
 
 def confine(uid: int) -> None:
