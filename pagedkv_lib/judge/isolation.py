@@ -128,9 +128,10 @@ def mounts(exercise_id: int, submission: str | None, device: str = "cpu") -> lis
     made = {str(p) for _, *args in tree for p in Path(args[-1]).parents if str(p) != "/"}
     tree[:0] = [("--perms", "0755", "--dir", d) for d in sorted(made)]     # (bwrap's own would be 0700)
     tree += [("--proc", "/proc"), ("--dev", "/dev")]
-    if device == "cuda":
+    if device == "cuda":                              # the GPU's device nodes; /sys, where CUDA finds them
         tree += [("--dev-bind", str(n), str(n)) for n in [*sorted(Path("/dev").glob("nvidia*")),
                                                           Path("/dev/dri")] if n.exists()]
+        tree.append(("--ro-bind", "/sys", "/sys"))
     tree += [("--perms", "1777", "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm"),
              ("--size", str(SCRATCH_BYTES), "--tmpfs", SCRATCH),
              ("--chdir", SCRATCH), ("--remount-ro", "/dev"), ("--remount-ro", "/")]
@@ -259,9 +260,13 @@ def scratch_dir() -> tuple:
     """(a new scratch directory for a forked child, its watcher): a small process that removes the directory
     once the judge closes the watcher's stdin or dies, SIGKILL included (the pipe's end is its signal)."""
     path = tempfile.mkdtemp(prefix=f"pagedkv-judge-{os.getpid()}-")
-    watch = ("import shutil, sys, time\nsys.stdin.buffer.read()\nfor _ in range(50):\n"
-             "    shutil.rmtree(sys.argv[1], ignore_errors=True)\n    if not __import__('os').path.exists("
-             "sys.argv[1]):\n        break\n    time.sleep(0.1)\n")
+    watch = ("import os, shutil, sys, time\n"
+             "sys.stdin.buffer.read()\n"                 # until the judge closes it, or dies
+             "for _ in range(50):\n"                     # a dying child may still write: until it is gone
+             "    shutil.rmtree(sys.argv[1], ignore_errors=True)\n"
+             "    if not os.path.exists(sys.argv[1]):\n"
+             "        break\n"
+             "    time.sleep(0.1)\n")
     watcher = subprocess.Popen([sys.executable, "-I", "-S", "-c", watch, path], stdin=subprocess.PIPE,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     return path, watcher
