@@ -230,3 +230,28 @@ def test_a_killed_judge_leaves_no_scratch_and_no_process(mode, sig, pristine_rep
     assert not any(temp.iterdir()), list(temp.iterdir())
     assert not [p for p in Path("/tmp").glob(f"pagedkv-judge-{judge.pid}-*")]
     assert os.path.exists(repo / f"{marker}.py")
+
+
+def test_python_dirs_bind_python_and_a_venv_but_never_the_repository(tmp_path, monkeypatch):
+    repo, base = tmp_path / "repo", tmp_path / "python"
+    paths = [repo / ".venv" / "lib" / "site-packages", repo / "vendor" / "site-packages", base / "lib",
+             tmp_path / "user" / "site-packages"]
+    for path in paths:
+        path.mkdir(parents=True)
+    monkeypatch.setattr(sys, "base_prefix", str(base))
+    monkeypatch.setattr(sys, "prefix", str(repo / ".venv"))
+    monkeypatch.setattr(sys, "path", [str(repo), "", *map(str, paths)])
+    assert isolation.python_dirs(str(repo)) == [str(base), str(repo / ".venv"), str(paths[3])]
+    monkeypatch.setattr(sys, "prefix", str(tmp_path))                  # a venv that holds the repository
+    assert str(tmp_path) not in isolation.python_dirs(str(repo))
+
+
+@pytest.mark.parametrize("exc, words", [(OSError(27, "File too large"), "64 MiB"),
+                                        (OSError(28, "No space left on device"), "scratch directory"),
+                                        (OSError(11, "Resource temporarily unavailable"), "threads"),
+                                        (RuntimeError("can't start new thread"), "threads")])
+def test_a_kernel_limit_is_named_in_the_hint(exc, words):
+    from pagedkv_lib.judge.outcome import Outcome
+
+    assert words in isolation.with_limit_hint(Outcome.of_exception(exc), exc).hint
+    assert isolation.with_limit_hint(Outcome.of_exception(ValueError("x")), ValueError("x")).hint == ""
