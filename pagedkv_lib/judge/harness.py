@@ -24,7 +24,7 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1]
 CASES = f"{PACKAGE}.judge.cases"
 PARENT_SIDE = ("build", "make_case", "check", "bench_report", "library_kernel")    # run by the judge only
 PARENT_MODULES = frozenset(f"{CASES}.{m}" for m in ("attention_checks", "ex127_data", "ex129_data",
-                                                       "ex136_data"))     # imported inside functions only
+                                                       "ex134_checks", "ex136_data"))  # imported in functions
 ROOTS = (f"{PACKAGE}.judge.child",)
 
 
