@@ -255,3 +255,17 @@ def test_a_kernel_limit_is_named_in_the_hint(exc, words):
 
     assert words in isolation.with_limit_hint(Outcome.of_exception(exc), exc).hint
     assert isolation.with_limit_hint(Outcome.of_exception(ValueError("x")), ValueError("x")).hint == ""
+
+
+@pytest.mark.parametrize("euid", [0, 1000])
+def test_a_root_judge_has_no_user_namespace_and_a_user_judge_has_one(euid, monkeypatch):
+    """As root the child must drop to a uid of its own (RLIMIT_NPROC binds only a non-root uid), so bwrap
+    keeps only the capabilities that does; as a user, bwrap's user namespace counts the sandbox alone."""
+    monkeypatch.setattr(isolation.os, "geteuid", lambda: euid)
+    start = isolation._start()
+    assert ("--unshare-user" in start) == (euid != 0)
+    assert ("--cap-drop" in start) == (euid == 0)
+    if euid == 0:
+        kept = {start[i + 1] for i, arg in enumerate(start) if arg == "--cap-add"}
+        assert kept == {"CAP_SETUID", "CAP_SETGID", "CAP_CHOWN"}
+    assert isolation.sandbox_uid() != isolation.sandbox_uid()          # two children, two uids
