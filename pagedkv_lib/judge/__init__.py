@@ -11,7 +11,8 @@ How a grading run goes, module by module (cli.py -> grading.grade):
                    oracle's answers and each case's check; the Result of each submission
 - supervisor.py    the parent's watch over one child: its messages, its deadlines, why it ended, reaping it
 - isolation.py     where the child runs (bwrap for a file where it works, else a fork in its own process
-                   group: not a sandbox) and its resource limits
+                   group: not a sandbox), the sandbox's file tree and its kernel limits
+- harness.py       the library files a sandboxed child gets: what it runs, without the exercise's answer
 - protocol.py      the Job a child gets and the JSON lines it answers with
 - child.py         the child: limits, guard (guards.py), loading the submission, the cases
 - cases/exNNN.py   build(seed, device) -> cases (inputs only); run(ns, case) -> observation; check(...)
@@ -24,9 +25,11 @@ Adding an exercise (e.g. 130):
    `# BEGIN SOLUTION` / `# END SOLUTION`; `python -m pagedkv_lib.judge.stubs 130` then writes the stub.
 2. cases/exercises.py: its card (title, notebook, oracle = graded name -> "module:attr" of the library object
    its cases compare with, forbidden library objects, limits, devices, triton, the reference to show).
-3. cases/ex130.py: build(seed, device) -> [Case] (it may depend on nothing else: a sandboxed child builds the
-   same cases), run(ns, case) -> observation, check(case, expected, got) -> Outcome; optionally bench and
-   bench_report for --bench. See cases/__init__.py, and cases/script.py (stateful exercises),
+3. cases/ex130.py: build(seed, device) -> [Case] (it may depend on nothing else; it runs in the judge, which
+   hands the cases to the child), run(ns, case) -> observation, check(case, expected, got) -> Outcome;
+   optionally bench and bench_report for --bench. What the child runs (run, bench) may not import the
+   modules of the oracle or the forbidden objects: they are not in its sandbox (harness.py; build and check
+   may, inside the function). See cases/__init__.py, and cases/script.py (stateful exercises),
    cases/attention_cases.py, cases/kernel_harness.py (Triton: build on the CPU, move to the GPU in run).
 4. tests/judge/plants/ex130.py: planted bugs with the verdict and hint each must get
    (tests/judge/test_judge_plants.py runs them all); the solution must pass, the stub be "not implemented".

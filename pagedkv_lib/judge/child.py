@@ -1,8 +1,9 @@
 """The graded child: limits, guard, the submission, then every case, each reported as a message (protocol.py).
-Exec'd in bubblewrap (`python -m pagedkv_lib.judge.child JOB_JSON RESULT_FD`: it builds the cases itself,
-from the seed) or forked (`fork_main`: it inherits the cases, and a notebook's globals). Either way `serve`
-closes the library's answers, sets the limits and installs the guard BEFORE the submission is imported. It
-never sees an expected result: the parent computes those.
+Exec'd in bubblewrap (`python -m pagedkv_lib.judge.child JOB_JSON RESULT_FD CASES_FD UID`: its cases come
+pickled from the judge; the library's answer is not in its file tree, harness.py) or forked (`fork_main`:
+it inherits the cases, and a notebook's globals, and the library's answers are poisoned in its memory). Either
+way `serve` sets the limits (in the sandbox it drops to its own uid first) and installs the guard BEFORE the
+submission is imported. It never sees an expected result: the parent computes those.
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import inspect
 import io
 import json
 import os
+import pickle
 import sys
 import tempfile
 import time
@@ -23,7 +25,8 @@ from .protocol import CaseDone, Channel, Done, Job, Loaded, Ready, Refused
 from .registry import SOLUTIONS_DIR, resolve
 
 
-def serve(job: Job, channel: Channel, cases=None, namespace=None) -> None:
+def serve(job: Job, channel: Channel, cases=None, namespace=None, sandbox=None) -> None:
+    """`sandbox`: (CASES_FD, UID) in bubblewrap, else None (a fork, given its cases)."""
     exercise = registry.get(job.exercise_id)
     import torch
 
@@ -34,9 +37,14 @@ def serve(job: Job, channel: Channel, cases=None, namespace=None) -> None:
     tempfile.tempdir = job.scratch
     sys.dont_write_bytecode = True                    # importing the submission writes nothing
     module = exercise.cases()                         # torch, triton, the case data: before the guard
-    cases = module.build(job.seed, job.device) if cases is None else cases
-    hidden, hidden_dirs, allowed, originals = close_library(exercise, job.path)
-    isolation.set_limits(job.memory_mb, job.cpu_s)
+    if sandbox is None:                               # a fork: the answer is in its memory
+        hidden, hidden_dirs, allowed, originals = close_library(exercise, job.path)
+    else:                                             # the sandbox holds no answer to close
+        with open(sandbox[0], "rb") as pipe:
+            cases = pickle.load(pipe)
+        hidden, hidden_dirs, allowed, originals = frozenset(), (), frozenset(), ()
+        isolation.confine(sandbox[1])
+    isolation.set_limits(None if job.device == "cuda" else job.memory_mb, job.cpu_s)
     if job.guards:
         guards.install(job.scratch, hidden, hidden_dirs, allowed, lambda what: channel.send(Refused(what)))
     channel.send(Ready(len(cases)))
@@ -51,7 +59,7 @@ def serve(job: Job, channel: Channel, cases=None, namespace=None) -> None:
         try:
             observation, error = module.run(ns, cases[i]), None
         except BaseException as exc:
-            observation, error = None, Outcome.of_exception(exc, files)
+            observation, error = None, isolation.with_limit_hint(Outcome.of_exception(exc, files), exc)
         channel.send(CaseDone(i, time.perf_counter() - t0, observation, error))
     figures = None
     if job.bench and hasattr(module, "bench"):
@@ -63,12 +71,12 @@ def serve(job: Job, channel: Channel, cases=None, namespace=None) -> None:
 
 
 def main(argv=None) -> None:
-    """`python -m pagedkv_lib.judge.child JOB_JSON RESULT_FD` (inside bwrap); never returns."""
+    """`python -m pagedkv_lib.judge.child JOB_JSON RESULT_FD CASES_FD UID` (inside bwrap); never returns."""
     try:
-        job, result_fd = argv or sys.argv[1:]
+        job, result_fd, cases_fd, uid = argv or sys.argv[1:]
         for stream in (sys.stdout, sys.stderr):       # a print before a hang or a crash still arrives
             stream.reconfigure(line_buffering=True, errors="replace")
-        serve(Job(**json.loads(job)), Channel(int(result_fd)))
+        serve(Job(**json.loads(job)), Channel(int(result_fd)), sandbox=(int(cases_fd), int(uid)))
     finally:
         _exit()
 
@@ -179,7 +187,7 @@ def load(path: str | None, namespace: dict | None, exercise, originals=()):
         try:
             spec.loader.exec_module(module)
         except BaseException as exc:
-            o = Outcome.of_exception(exc, (path,))
+            o = isolation.with_limit_hint(Outcome.of_exception(exc, (path,)), exc)
             raise LoadError(replace(o, message=f"while importing the file: {o.message}")) from None
         ns, files, label = dict(vars(module)), (path,), os.path.basename(path)
     if not any(name in ns for name in exercise.oracle):

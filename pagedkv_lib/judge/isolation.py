@@ -1,64 +1,222 @@
 """Where a graded child runs and what bounds it: the operating system's tools, not the judge's.
 
-- bwrap (bubblewrap): a graded file, where this machine can sandbox: everything read-only but the child's
-  scratch directory, no network, its own PID namespace (the kernel ends all it started), dying with the judge.
-  PAGEDKV_JUDGE_BWRAP=0 turns it off.
+- bwrap (bubblewrap): a graded file, where this machine can sandbox. The child sees a file tree made for it
+  (`mounts`, printed by `python -m pagedkv_lib.judge.isolation ID`): the system's programs and libraries,
+  Python and its site-packages (not the repository), the harness (judge/harness.py: the library without what
+  the exercise grades), the one submission, a scratch tmpfs; /proc and a minimal /dev; all read-only but the
+  scratch and /dev/shm, both size-limited tmpfs that vanish with the sandbox. No network, its own PID, IPC
+  and UTS namespaces (the kernel ends all it started), an environment of a few variables, dying with the
+  judge. A seccomp filter makes memfd_create fail (memory written but never mapped escapes RLIMIT_AS), on
+  x86_64 (with its i386 and x32 system calls) and aarch64 (with arm); elsewhere there is no filter. Run as
+  root, it has no user namespace and the child drops to a uid of its own (`sandbox_uid`) before the
+  submission is loaded, so that RLIMIT_NPROC binds; run as a user, bwrap's user namespace counts the
+  processes of the sandbox alone. PAGEDKV_JUDGE_BWRAP=0 turns it off.
 - fork: a notebook's code, and files where bwrap is missing: a fork in its own session and process group,
-  ended with killpg. Not a sandbox: it can write what the user can, and what leaves its group outlives it.
-Either way the child sets its resource limits (`set_limits`) before the submission is imported.
+  ended with killpg. Not a sandbox: it can read and write what the user can, and what leaves its group
+  outlives it. Its scratch directory is removed by a small watcher process when the judge ends, even by
+  SIGKILL (`scratch_dir`).
+Either way the child sets its resource limits (`set_limits`: CPU seconds, address space, file size, open
+files, no core) before the submission is imported.
 """
 from __future__ import annotations
 
+import errno
 import functools
+import itertools
 import os
+import platform
 import resource
 import shutil
 import signal
+import struct
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 BWRAP, FORK = "bwrap", "fork"
-DESCRIBE = {BWRAP: "bwrap sandbox (read-only files, no network, own PID namespace)",
+DESCRIBE = {BWRAP: "bwrap sandbox (its own file tree without the answer, no network, own PID namespace, "
+                   "kernel limits)",
             FORK: "forked child in its own process group (not a sandbox)"}
 OPEN_FILES = 1024                   # descriptors a child may hold (torch and Triton need a few hundred)
+FILE_BYTES = 64 * 2**20             # RLIMIT_FSIZE: the largest file a child may write
+SCRATCH = "/scratch"                # in the sandbox: its working directory, HOME and TMPDIR
+SCRATCH_BYTES = 256 * 2**20         # the scratch tmpfs
+SHM_BYTES = 64 * 2**20              # the /dev/shm tmpfs
+HARNESS = "/judge/lib"              # in the sandbox: the library files the exercise may use (its PYTHONPATH)
+TASKS_ALLOWANCE = 16                # RLIMIT_NPROC: threads and processes beyond those the child holds at load
+UID_BASE = 2_000_000                # a sandboxed child of a root judge runs as UID_BASE + a number of its own
 PR_SET_PDEATHSIG = 1
-_BWRAP = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all", "--die-with-parent",
-          "--new-session"]                  # every sandbox's start (the probe's too)
+_NAMESPACES = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+_ROOT_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_CHOWN")   # a root judge's child keeps these to drop its uid
+_SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+_ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime")
+_CHILDREN = itertools.count()       # numbers this judge's sandboxed children by start (their uids differ)
+
+# seccomp: `struct seccomp_data` starts with nr (u32) and arch (u32); classic BPF as the kernel reads it
+_AUDIT_ARCH = {"x86_64": ((0xC000003E, 319, True), (0x40000003, 356, False)),   # arch, memfd_create, x32?
+               "aarch64": ((0xC00000B7, 279, False), (0x40000028, 385, False))}
+_LD_W_ABS, _JEQ_K, _JGE_K, _RET_K = 0x20, 0x15, 0x35, 0x06
+_RET_ALLOW, _RET_EPERM = 0x7FFF0000, 0x00050000 | 1
+_X32_BIT = 0x40000000
+
+
+def _start() -> list:
+    """Every sandbox's first arguments: namespaces, its own session, death with the judge."""
+    argv = ["--die-with-parent", "--new-session", *_NAMESPACES]
+    if os.geteuid() != 0:
+        return argv + ["--unshare-user"]
+    return argv + ["--cap-drop", "ALL", *itertools.chain(*(("--cap-add", c) for c in _ROOT_CAPS))]
+
+
+def _system() -> list:
+    """The system's programs and libraries, read-only (a merged /usr's /bin, /lib ... as symlinks)."""
+    mounts = []
+    for path in _SYSTEM:
+        if os.path.islink(path):
+            mounts.append(("--symlink", os.readlink(path), path))
+        elif os.path.isdir(path):
+            mounts.append(("--ro-bind", path, path))
+    return mounts + [("--ro-bind", f"/etc/{n}", f"/etc/{n}") for n in _ETC if os.path.lexists(f"/etc/{n}")]
 
 
 @functools.cache
 def bwrap_path() -> str | None:
-    """The `bwrap` executable if it can build a sandbox on this machine (user namespaces allowed), or None."""
+    """The `bwrap` executable if it can build a sandbox on this machine, or None."""
     if os.environ.get("PAGEDKV_JUDGE_BWRAP", "1") == "0" or not sys.platform.startswith("linux"):
         return None
-    exe = shutil.which("bwrap")
-    if exe is None:
+    exe, true = shutil.which("bwrap"), shutil.which("true")
+    if exe is None or true is None:
         return None
     try:
-        probe = subprocess.run([exe, *_BWRAP, "true"], capture_output=True, timeout=20)
+        probe = subprocess.run([exe, *_start(), *itertools.chain(*_system()), "--proc", "/proc", true],
+                               capture_output=True, timeout=20)
     except (OSError, subprocess.SubprocessError):
         return None
     return exe if probe.returncode == 0 else None
 
 
-def bwrap_argv(scratch: str, device: str) -> list[str]:
-    """bwrap's arguments, up to `--`: everything read-only (/tmp too: the judge's Python may live there),
-    `scratch` writable and the working directory; on a GPU the NVIDIA device nodes are bound in."""
-    argv = [bwrap_path(), *_BWRAP, "--bind", scratch, scratch, "--chdir", scratch]
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def python_dirs(repository: str) -> list:
+    """Python's own folders (sys.base_prefix, the venv's sys.prefix) and the site-packages on sys.path,
+    none that is the repository or holds it, and none inside it but a venv there."""
+    found = [sys.base_prefix, sys.prefix,
+             *(p for p in sys.path if os.path.basename(p) in ("site-packages", "dist-packages"))]
+    dirs = []
+    for d in sorted({os.path.abspath(p) for p in found if os.path.isdir(p)}, key=len):
+        inside = _within(d, repository) and not _within(d, os.path.abspath(sys.prefix))
+        if not (_within(repository, d) or inside or any(_within(d, kept) for kept in dirs)):
+            dirs.append(d)
+    return dirs
+
+
+def mounts(exercise_id: int, submission: str | None, device: str = "cpu") -> list:
+    """The sandbox's file tree for exercise `exercise_id`, in order: (bwrap option, *its arguments), where a
+    harness file cut down by harness.reduced_source is ("--ro-bind-data", its text, where) and the
+    submission ("--ro-bind-data", its path, where): a copy, read-only to the child whatever its mode."""
+    from . import harness, registry
+
+    tree = [*_system(), *(("--ro-bind", d, d) for d in python_dirs(str(registry.ROOT)))]
+    for rel, source, text in harness.harness_files(exercise_id):
+        where = f"{HARNESS}/{rel}"
+        tree.append(("--ro-bind", source, where) if text is None else ("--ro-bind-data", text, where))
+    if submission is not None:
+        tree.append(("--ro-bind-data", Path(submission), os.path.realpath(submission)))
+    made = {str(p) for _, *args in tree for p in Path(args[-1]).parents if str(p) != "/"}
+    tree[:0] = [("--perms", "0755", "--dir", d) for d in sorted(made)]     # (bwrap's own would be 0700)
+    tree += [("--proc", "/proc"), ("--dev", "/dev")]
+    if device == "cuda":                              # the GPU's device nodes; /sys, where CUDA finds them
+        tree += [("--dev-bind", str(n), str(n)) for n in [*sorted(Path("/dev").glob("nvidia*")),
+                                                          Path("/dev/dri")] if n.exists()]
+        tree.append(("--ro-bind", "/sys", "/sys"))
+    tree += [("--perms", "1777", "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm"),
+             ("--size", str(SCRATCH_BYTES), "--tmpfs", SCRATCH),
+             ("--chdir", SCRATCH), ("--remount-ro", "/dev"), ("--remount-ro", "/")]
+    return tree
+
+
+def environment(device: str) -> dict:
+    """All the child's environment: the sandbox's paths, Python's switches, Triton's mode, one OpenMP thread,
+    and on a GPU CUDA's own variables."""
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": SCRATCH, "TMPDIR": SCRATCH, "LANG": "C.UTF-8",
+           "PYTHONPATH": HARNESS, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1",
+           "TRITON_INTERPRET": "1" if device == "cpu" else "0", "TRITON_CACHE_DIR": f"{SCRATCH}/triton",
+           "OMP_NUM_THREADS": "1"}
     if device == "cuda":
-        for node in [*sorted(Path("/dev").glob("nvidia*")), Path("/dev/dri")]:
-            if node.exists():
-                argv += ["--dev-bind", str(node), str(node)]
-    return argv + ["--"]
+        env.update({k: v for k, v in os.environ.items() if k.startswith(("CUDA_", "NVIDIA_"))
+                    or k == "LD_LIBRARY_PATH"})
+    return env
+
+
+def seccomp_filter() -> bytes | None:
+    """A classic BPF program for seccomp: memfd_create fails with EPERM (and on x86_64 every x32 system
+    call), everything else is allowed; None on a machine whose system call numbers it does not know."""
+    arches = _AUDIT_ARCH.get(platform.machine())
+    if arches is None:
+        return None
+    code = [(_LD_W_ABS, 0, 0, 4)]                                        # A = seccomp_data.arch
+    for arch, memfd, x32 in arches:
+        block = [(_LD_W_ABS, 0, 0, 0)]                                   # A = seccomp_data.nr
+        if x32:
+            block.append((_JGE_K, 0, 1, _X32_BIT))                       # an x32 call: refused
+            block.append((_RET_K, 0, 0, _RET_EPERM))
+        block += [(_JEQ_K, 0, 1, memfd), (_RET_K, 0, 0, _RET_EPERM), (_RET_K, 0, 0, _RET_ALLOW)]
+        code.append((_JEQ_K, 0, len(block), arch))                       # not this arch: skip its block
+        code += block
+    code.append((_RET_K, 0, 0, _RET_ALLOW))
+    return b"".join(struct.pack("=HBBI", *op) for op in code)
+
+
+def _readable(data: bytes) -> int:
+    """A descriptor that reads `data` from its start, for bwrap to copy (a memfd: nothing on disk)."""
+    fd = os.memfd_create("pagedkv-judge")
+    os.write(fd, data)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def bwrap_argv(tree, device: str) -> tuple:
+    """(bwrap's arguments up to `--`, the descriptors they name, which the child must inherit and the
+    judge close once it started)."""
+    argv, fds = [bwrap_path(), *_start(), "--clearenv"], []
+    for key, value in environment(device).items():
+        argv += ["--setenv", key, value]
+    for option, *args in tree:
+        if option != "--ro-bind-data":
+            argv += [option, *args]
+            continue
+        source, where = args
+        try:                                          # the submission, whatever its mode: a copy
+            data = source.read_bytes() if isinstance(source, Path) else source.encode()
+        except OSError:                               # unreadable: the child's import says why
+            argv += ["--ro-bind", str(source), where]
+            continue
+        fds.append(_readable(data))
+        argv += ["--perms", "0444", "--ro-bind-data", str(fds[-1]), where]
+    program = seccomp_filter()
+    if program is not None:
+        fds.append(_readable(program))
+        argv += ["--seccomp", str(fds[-1])]
+    return argv + ["--"], fds
+
+
+def sandbox_uid() -> int:
+    """The uid of the next sandboxed child of a root judge: distinct from every concurrent child's (the
+    judge's pid and a count of its children), so that no two sandboxes share an RLIMIT_NPROC count."""
+    return UID_BASE + (os.getpid() % 2**16) * 2**8 + next(_CHILDREN) % 2**8
 
 
 def set_limits(memory_mb: int | None, cpu_s: int) -> None:
-    """No core files, at most `cpu_s` CPU seconds (then SIGXCPU), OPEN_FILES descriptors (a sandboxed child
-    gets these before exec), and `memory_mb` of address space above what the child holds now, set in the
-    child once torch and the cases are imported (CUDA reserves far more address space than it uses: None)."""
+    """No core files, at most `cpu_s` CPU seconds (then SIGXCPU), OPEN_FILES descriptors, files of at most
+    FILE_BYTES (SIGXFSZ ignored: a longer write fails with OSError EFBIG), and `memory_mb` of address space
+    above what the child holds now, set in the child once torch and the cases are imported."""
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 5))
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_BYTES, FILE_BYTES))
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     cap = OPEN_FILES if hard == resource.RLIM_INFINITY else min(OPEN_FILES, hard)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, cap), cap))
@@ -67,6 +225,58 @@ def set_limits(memory_mb: int | None, cpu_s: int) -> None:
             held = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
         limit = held + memory_mb * 2**20
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def with_limit_hint(outcome, exc: BaseException):
+    """`outcome` (of `exc`), with a hint that names the limit when one of the kernel's refused: a file past
+    FILE_BYTES, a full scratch or /dev/shm, a thread or process past RLIMIT_NPROC."""
+    if outcome.hint:
+        return outcome
+    if isinstance(exc, OSError) and exc.errno == errno.EFBIG:
+        outcome.hint = f"a file may hold at most {FILE_BYTES // 2**20} MiB"
+    elif isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+        outcome.hint = (f"the scratch directory holds at most {SCRATCH_BYTES // 2**20} MiB and /dev/shm "
+                        f"{SHM_BYTES // 2**20} MiB: compute in memory, write little")
+    elif (isinstance(exc, OSError) and exc.errno == errno.EAGAIN) or "can't start new thread" in str(exc):
+        outcome.hint = f"a submission may start at most {TASKS_ALLOWANCE} threads and processes"
+    return outcome
+
+
+def confine(uid: int) -> None:
+    """In the sandbox, before the submission is loaded: a root child hands the scratch to `uid` and becomes
+    it (no capability left); then at most TASKS_ALLOWANCE more threads and processes than it runs now."""
+    if os.getuid() == 0:
+        for folder, dirs, files in os.walk(SCRATCH):
+            for name in [folder, *(os.path.join(folder, n) for n in dirs + files)]:
+                os.lchown(name, uid, uid)
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+    tasks = len(os.listdir("/proc/self/task")) + TASKS_ALLOWANCE
+    resource.setrlimit(resource.RLIMIT_NPROC, (tasks, tasks))
+
+
+def scratch_dir() -> tuple:
+    """(a new scratch directory for a forked child, its watcher): a small process that removes the directory
+    once the judge closes the watcher's stdin or dies, SIGKILL included (the pipe's end is its signal)."""
+    path = tempfile.mkdtemp(prefix=f"pagedkv-judge-{os.getpid()}-")
+    watch = ("import os, shutil, sys, time\n"
+             "sys.stdin.buffer.read()\n"                 # until the judge closes it, or dies
+             "for _ in range(50):\n"                     # a dying child may still write: until it is gone
+             "    shutil.rmtree(sys.argv[1], ignore_errors=True)\n"
+             "    if not os.path.exists(sys.argv[1]):\n"
+             "        break\n"
+             "    time.sleep(0.1)\n")
+    watcher = subprocess.Popen([sys.executable, "-I", "-S", "-c", watch, path], stdin=subprocess.PIPE,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    return path, watcher
+
+
+def release(path: str, watcher) -> None:
+    """Remove a forked child's scratch directory, and end its watcher."""
+    shutil.rmtree(path, ignore_errors=True)
+    watcher.stdin.close()
+    watcher.wait()
 
 
 def die_with_parent() -> None:
@@ -86,3 +296,24 @@ def kill(pid: int) -> None:
             send(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+
+
+def main(argv=None) -> None:
+    """`python -m pagedkv_lib.judge.isolation ID [--device cuda]`: the sandbox's file tree for exercise ID,
+    one mount a line, and its environment."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=main.__doc__.split("\n")[0])
+    parser.add_argument("exercise", type=int)
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    args = parser.parse_args(argv)
+    for option, *rest in mounts(args.exercise, "SUBMISSION.py", args.device):
+        if option == "--ro-bind-data":
+            rest[0] = "(the submission's bytes)" if isinstance(rest[0], Path) else "(cut down: harness.py)"
+        print(option.lstrip("-"), *rest)
+    print("environment:", " ".join(f"{k}={v}" for k, v in environment(args.device).items()))
+    print("seccomp:", "memfd_create refused" if seccomp_filter() else f"no filter on {platform.machine()}")
+
+
+if __name__ == "__main__":
+    main()

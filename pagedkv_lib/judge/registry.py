@@ -25,8 +25,11 @@ class Exercise:
     notebook: str                     # "NN title" of the notebook that teaches it
     oracle: dict                      # graded name -> "module:attr" of the library object checked against
     forbidden: tuple = ()             # more "module:attr" a submission may not call (they would do the work)
+    closed: tuple = ()                # more library modules never in its sandbox (harness.py: they could
+                                      # do the graded work too)
     time_limit_s: float = 2.0         # per case
-    memory_limit_mb: int | None = 2048  # address space the child may add to the judge's; None: no cap (CUDA)
+    memory_limit_mb: int | None = 2048  # address space a child may add to its own (None: no cap); on CUDA
+                                        # none is set (it reserves far more address space than it uses)
     devices: tuple = ("cpu",)         # case sets: cases.exNNN.build(seed, device) for each of these
     triton: bool = False              # a Triton exercise: the interpreter on "cpu", native on "cuda"
     reference: tuple = ()             # "module:attr" that show_reference prints once passed (default: oracle)

@@ -10,19 +10,17 @@ from __future__ import annotations
 
 import functools
 import os
-import shutil
+import pickle
 import signal
 import subprocess
 import sys
-import tempfile
+import threading
 import time
-from pathlib import Path
 
-from . import isolation
+from . import isolation, registry
 from .outcome import MEMORY_HINT, MEMORY_LIMIT, RUNTIME_ERROR, SKIPPED, TIME_LIMIT, Outcome
 from .protocol import CaseDone, Done, Job, LineReader, Loaded, ProtocolError, Ready, Refused
 
-PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])     # on an exec'd child's sys.path
 REFUSED_HINT = ("a graded function computes its answer and returns it: it may not write files outside its "
                 "working directory, start processes, load native code or open sockets")
 TOO_MUCH = "an infinite loop, or far too much work?"
@@ -38,14 +36,14 @@ class Supervisor:
 
     def __init__(self, exercise, run, limits, start: int, seed: int, device: str, bench: bool, cases=None):
         self.run, self.limits, self.bench = run, limits, bench
-        self.scratch = tempfile.mkdtemp(prefix="pagedkv-judge-")
+        self.scratch, self.watcher = (None, None) if run.mode == isolation.BWRAP else isolation.scratch_dir()
         cpu_s = int(limits.import_limit_s + limits.total_limit_s + bench * limits.bench_limit_s) + 5
-        job = Job(exercise.id, run.submission.path, seed, device, start, bench, self.scratch,
-                  limits.memory_limit_mb, cpu_s, limits.guards)
+        job = Job(exercise.id, run.submission.path, seed, device, start, bench,
+                  self.scratch or isolation.SCRATCH, limits.memory_limit_mb, cpu_s, limits.guards)
         res_r, res_w = os.pipe()
         out_r, out_w = os.pipe()
         if run.mode == isolation.BWRAP:
-            self.proc = _exec_in_sandbox(job, res_w, out_w)
+            self.proc = _exec_in_sandbox(job, res_w, out_w, cases)
             self.pid = self.proc.pid
         else:
             self.proc = None
@@ -226,19 +224,43 @@ class Supervisor:
                 os.close(fd)
             except OSError:
                 pass
-        shutil.rmtree(self.scratch, ignore_errors=True)
+        if self.scratch is not None:
+            isolation.release(self.scratch, self.watcher)
+            self.scratch = None
 
 
-def _exec_in_sandbox(job: Job, res_w: int, out_w: int) -> subprocess.Popen:
-    """`python -m pagedkv_lib.judge.child JOB` inside bwrap, in a session of its own (its process group)."""
-    path = os.pathsep.join(filter(None, [PACKAGE_PARENT, os.environ.get("PYTHONPATH")]))
-    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", PYTHONPATH=path,
-               TRITON_INTERPRET="1" if job.device == "cpu" else "0")
-    argv = [*isolation.bwrap_argv(job.scratch, job.device), sys.executable, "-m", "pagedkv_lib.judge.child",
-            job.to_json(), str(res_w)]
-    return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w, pass_fds=(res_w,),
-                            env=env, start_new_session=True,          # CPU, files, cores: before exec
-                            preexec_fn=functools.partial(isolation.set_limits, None, job.cpu_s))
+def _exec_in_sandbox(job: Job, res_w: int, out_w: int, cases) -> subprocess.Popen:
+    """`python -m pagedkv_lib.judge.child JOB RESULT_FD CASES_FD UID` inside bwrap (isolation.mounts: a file
+    tree without the answer), in a session of its own (its process group). Its cases come from here, through
+    CASES_FD, pickled by a thread (`_send_cases`) while the child imports torch: building them may need the
+    library's answer, which the sandbox does not hold."""
+    argv, fds = isolation.bwrap_argv(isolation.mounts(job.exercise_id, job.path, job.device), job.device)
+    cases_r, cases_w = os.pipe()
+    argv += [sys.executable, "-m", "pagedkv_lib.judge.child", job.to_json(), str(res_w), str(cases_r),
+             str(isolation.sandbox_uid())]
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w, env={},
+                                pass_fds=(res_w, cases_r, *fds), start_new_session=True,
+                                preexec_fn=functools.partial(isolation.set_limits, None, job.cpu_s))
+    except BaseException:
+        os.close(cases_w)
+        raise
+    finally:
+        for fd in (cases_r, *fds):
+            os.close(fd)
+    threading.Thread(target=_send_cases, args=(cases_w, job, cases), daemon=True).start()
+    return proc
+
+
+def _send_cases(fd: int, job: Job, cases) -> None:
+    """Pickle the cases (built here if not given) into the pipe `fd`; a child that is gone ends it."""
+    try:
+        with open(fd, "wb") as pipe:
+            if cases is None:
+                cases = registry.get(job.exercise_id).cases().build(job.seed, job.device)
+            pickle.dump(cases, pipe)
+    except OSError:
+        pass
 
 
 def _fork(job: Job, cases, namespace, res_w: int, out_w: int) -> int:

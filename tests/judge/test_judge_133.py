@@ -4,6 +4,8 @@ benchmark's checks work; the solution, the stub and the planted bugs are in test
 Graded on the "cpu" case set, in Triton's interpreter. The same tests pass on a GPU machine.
 """
 
+import sys
+
 import pytest
 from test_judge_plants import skip_on_an_old_interpreter
 
@@ -54,15 +56,12 @@ def test_133_check_names_a_write_outside_out_and_a_new_tensor_returned():
 
 @pytest.mark.slow
 def test_133_bench_checks_accept_the_library_kernel_and_reject_wrong_results(monkeypatch):
-    """The --bench correctness check on small inputs, without the oracle (the child poisons it), and the
-    FLOP count."""
+    """The --bench correctness check on small inputs, without the oracle's module (a sandboxed child has
+    none: importing it fails), and the FLOP count."""
     from pagedkv_lib.kernels import backend
     from pagedkv_lib.kernels.triton_prefill_attention import paged_attention_varlen_triton
 
-    def poisoned(*args):
-        raise AssertionError("the oracle refuses to work in the child")
-
-    monkeypatch.setattr(ex133, "_oracle", poisoned)
+    monkeypatch.setitem(sys.modules, "pagedkv_lib.core.paged_attention", None)
     assert ex133.flops("cold 4 x 2048") == 4 * 128 * 32 * 4 * (2048 * 2049 // 2)
     args, nbytes = ex133.bench_inputs("decode rows beside prefills", device=str(backend.device()),
                                       scale_down=128)

@@ -7,6 +7,8 @@ A case module defines
                                             child for the submission and in the parent for the oracle
     check(case, expected, got) -> Outcome   compares two observations; a hint names the usual mistake
     bench(ns, device) -> dict   (optional)  figures printed by `judge.py ID --bench`
+build and check run in the judge's process only (a sandboxed child gets the cases from it, and its file tree
+lacks the library's answer: judge/harness.py), run and bench in the child too.
 Exceptions raised by submitted code inside `run` give the case its verdict (runtime error, not implemented,
 memory limit); scripted cases (127, 129) catch them per step instead, see `script.py`. `exercises.py` holds
 each exercise's card (title, notebook, oracle, limits). Importing this package imports no torch (the judge's

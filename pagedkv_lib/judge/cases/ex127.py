@@ -30,13 +30,14 @@ import torch
 from pagedkv_lib.judge.outcome import Outcome
 
 from . import Case
-from .ex127_data import FIXED, fuzz
 from .script import compare_steps, run_script
 
 KEYS = ("raised", "ret", "same_object", "arg", "tables", "refs", "num_free", "kv")
 
 
 def build(seed: int, device: str = "cpu") -> list[Case]:
+    from .ex127_data import FIXED, fuzz  # simulated on the library: in the judge only
+
     rng = random.Random(f"127/{seed}")
     scripts = [(f"fixed/{name}", kv, ops) for name, kv, ops in FIXED]
     scripts += [(f"random/{i}", *fuzz(rng, 36)) for i in range(6)]

@@ -37,17 +37,18 @@ import sys
 
 import torch
 
-from pagedkv_lib.core.paged_attention import paged_attention_decode as _oracle
+from pagedkv_lib.judge import registry
 from pagedkv_lib.judge.outcome import Outcome
 
 from . import Case, ex125, fresh, observe
-from .attention_cases import GARBAGE, check_attention, make_case
+from .attention_cases import GARBAGE, make_case
 from .kernel_harness import (
     attention_kernel_hint,
     bench_submission,
     call,
     fingerprint,
     guard_attention_inputs,
+    loaded,
     not_launched,
     random_attention_options,
     to_device,
@@ -109,15 +110,16 @@ def build(seed: int, device: str = "cpu") -> list[Case]:
 
 
 def run(ns, case: Case) -> dict:
-    device = where(ns, NAME, _oracle, case.args["device"])
+    oracle = loaded(registry.get(131).oracle[NAME])              # None in the child
+    device = where(ns, NAME, oracle, case.args["device"])
     a = fresh(case.args)
     q, lens = a["q"].to(device), a["seq_lens"].to(device)
     k_cache, v_cache, tables = (to_device(a[k], device) for k in ("k_cache", "v_cache", "block_tables"))
     with guarded_allocations():
-        out, launches, _ = call(ns, NAME, _oracle, q, k_cache, v_cache, tables, lens, a["scale"])
+        out, launches, _ = call(ns, NAME, oracle, q, k_cache, v_cache, tables, lens, a["scale"])
     inputs = [fingerprint(t) for t in (q, k_cache, v_cache, tables, lens)]   # read-only: unchanged?
     guarded_out = isinstance(out, torch.Tensor) and out.is_contiguous() and out.is_floating_point()
-    wild = wild_writes("out", out) if guarded_out and ns[NAME] is not _oracle else []
+    wild = wild_writes("out", out) if guarded_out and ns[NAME] is not oracle else []
     return {"out": observe(out), "inputs": inputs, "wild_writes": wild, "launches": launches}
 
 
@@ -162,6 +164,8 @@ def check(case: Case, expected: dict, got: dict) -> Outcome:
                                 "rows lie past out")
     if outside_out is not None:
         return outside_out
+    from .attention_checks import check_attention  # the judge's only (the answer is in it)
+
     outcome = check_attention(case, expected, got)
     if not outcome.passed and outcome.hint:
         outcome.hint = attention_kernel_hint(case.args, expected["out"], got["out"], outcome.hint,

@@ -34,18 +34,19 @@ import sys
 
 import torch
 
-from pagedkv_lib.core.paged_attention import paged_attention_varlen as _oracle
+from pagedkv_lib.judge import registry
 from pagedkv_lib.judge.outcome import Outcome, wrong
 from pagedkv_lib.testing.sdpa_reference import sdpa_contiguous
 
 from . import Case, ex126, fresh, observe
-from .attention_cases import check_attention, make_case
+from .attention_cases import make_case
 from .kernel_harness import (
     attention_kernel_hint,
     bench_submission,
     call,
     fingerprint,
     guard_attention_inputs,
+    loaded,
     not_launched,
     random_attention_options,
     time_us,
@@ -121,15 +122,16 @@ def out_buffer(q: torch.Tensor) -> torch.Tensor:
 
 
 def run(ns, case: Case) -> dict:
-    device = where(ns, NAME, _oracle, case.args["device"])
+    oracle = loaded(registry.get(133).oracle[NAME])              # None in the child
+    device = where(ns, NAME, oracle, case.args["device"])
     a = fresh(case.args)
     q, lens, cu = (a[k].to(device) for k in ("q", "seq_lens", "cu_seqlens_q"))
     k_cache, v_cache, tables = (to_device(a[k], device) for k in ("k_cache", "v_cache", "block_tables"))
     out = to_device(out_buffer(a["q"]), device)
-    if ns[NAME] is _oracle:                                          # the reference returns a new tensor
-        returned, launches = out.copy_(_oracle(q, k_cache, v_cache, tables, lens, cu, a["scale"])), None
+    if ns[NAME] is oracle:                                          # the reference returns a new tensor
+        returned, launches = out.copy_(oracle(q, k_cache, v_cache, tables, lens, cu, a["scale"])), None
     else:
-        returned, launches, _ = call(ns, NAME, _oracle, q, k_cache, v_cache, tables, lens, cu, a["scale"],
+        returned, launches, _ = call(ns, NAME, oracle, q, k_cache, v_cache, tables, lens, cu, a["scale"],
                                      out)
     inputs = [fingerprint(t) for t in (q, k_cache, v_cache, tables, lens, cu)]   # read-only: unchanged?
     return {"out": observe(out), "returned_out": returned is out, "wild_writes": wild_writes("out", out),
@@ -149,6 +151,8 @@ def check(case: Case, expected: dict, got: dict) -> Outcome:
         return outside_out
     if got.get("returned_out") is not True:
         return wrong("did not return out", "write the result into the `out` buffer given, and return it")
+    from .attention_checks import check_attention  # the judge's only (the answer is in it)
+
     outcome = check_attention(case, expected, got)
     if not outcome.passed and outcome.hint:
         outcome.hint = attention_kernel_hint(case.args, expected["out"], got["out"], outcome.hint,

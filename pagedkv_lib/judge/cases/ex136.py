@@ -35,7 +35,6 @@ from pagedkv_lib.core.block_pool import BlockPool
 from pagedkv_lib.judge.outcome import Outcome
 
 from . import Case
-from .ex136_data import FIXED, fuzz
 from .script import compare_steps, run_script
 
 KEYS = ("raised", "ret", "tree", "root_lock_ref", "free", "refs", "sizes")
@@ -43,6 +42,8 @@ MISSING = {"__opaque__": "missing attribute"}
 
 
 def build(seed: int, device: str = "cpu") -> list[Case]:
+    from .ex136_data import FIXED, fuzz  # simulated on the library: in the judge only
+
     rng = random.Random(f"136/{seed}")
     scripts = [(f"fixed/{name}", ops) for name, ops in FIXED]
     scripts += [(f"random/{i}", fuzz(rng, 30)) for i in range(5)]

@@ -3,7 +3,9 @@
 card(id, slug, title, difficulty, notebook, oracle, **more): `notebook` is "NN title" of the notebook that
 teaches it; `oracle` maps each graded name to the "module:attr" of the library object its cases compare with;
 `more` are the other fields of registry.Exercise (forbidden library objects, limits, devices, the reference
-that show_reference prints). Plain data: the registry makes the Exercise objects.
+that show_reference prints). `closed`: more library modules that could do the graded work, never in the
+exercise's sandbox (judge/harness.py; the modules of the oracle and the forbidden objects never are either).
+Plain data: the registry makes the Exercise objects.
 """
 from __future__ import annotations
 
@@ -21,28 +23,36 @@ _KD = "pagedkv_lib.kernels.triton_decode_attention"
 _KP = "pagedkv_lib.kernels.triton_prefill_attention"
 _KT = "pagedkv_lib.kernels.triton_primer"
 _PUZZLES = ("gather_rows", "scale_columns", "row_softmax", "scores")
+_K = "pagedkv_lib.kernels."
+_ATTENTION_KERNELS = (f"{_K}triton_decode_attention", f"{_K}triton_prefill_attention",   # `closed`: they
+                      f"{_K}triton_decode_merge", "pagedkv_lib.engine.attention_layer")  # do attention too
 CARDS = (
     card(121, "kv_memory_budget", "KV memory budget", "easy", "01 Why paging",
          {n: f"{_M}:{n}" for n in ("kv_bytes_per_token", "paged_concurrency", "reserved_concurrency")}),
     card(122, "slot_mapping", "Slot mapping", "easy", "03 Slot mapping and store_kvcache",
          {"slot_mapping_for": "pagedkv_lib.core.slot_mapping:slot_mapping_for"},
-         forbidden=("pagedkv_lib.core.slot_mapping:compute_slot_mapping",)),
+         forbidden=("pagedkv_lib.core.slot_mapping:compute_slot_mapping",),
+         closed=("pagedkv_lib.core.model_inputs",)),
     card(123, "slot_ranges", "Slot ranges per block", "medium", "03 Slot mapping and store_kvcache",
          {"compute_slot_mapping": "pagedkv_lib.core.slot_mapping:compute_slot_mapping"},
-         forbidden=("pagedkv_lib.core.slot_mapping:slot_mapping_for",)),
+         forbidden=("pagedkv_lib.core.slot_mapping:slot_mapping_for",),
+         closed=("pagedkv_lib.core.model_inputs",)),
     card(124, "store_kvcache", "store_kvcache", "easy", "03 Slot mapping and store_kvcache",
-         {"store_kvcache": "pagedkv_lib.core.store_kvcache:store_kvcache"}),
+         {"store_kvcache": "pagedkv_lib.core.store_kvcache:store_kvcache"}, closed=(_KS,)),
     card(125, "paged_decode_attention", "Paged decode attention", "medium", "04 Paged decode attention",
          {"paged_attention_decode": f"{_ATTN}:paged_attention_decode"},
-         forbidden=(f"{_ATTN}:paged_attention_varlen", "pagedkv_lib.core.kv_cache:gather_kv")),
+         forbidden=(f"{_ATTN}:paged_attention_varlen", "pagedkv_lib.core.kv_cache:gather_kv"),
+         closed=_ATTENTION_KERNELS),
     card(126, "varlen_paged_attention", "Varlen paged attention", "medium", "05 Varlen attention",
          {"paged_attention_varlen": f"{_ATTN}:paged_attention_varlen"},
-         forbidden=(f"{_ATTN}:paged_attention_decode", "pagedkv_lib.core.kv_cache:gather_kv")),
+         forbidden=(f"{_ATTN}:paged_attention_decode", "pagedkv_lib.core.kv_cache:gather_kv"),
+         closed=_ATTENTION_KERNELS),
     card(127, "block_pool_cow", "Block pool, fork and copy-on-write", "medium",
          "08 Fork and copy-on-write",
          {"BlockPool": "pagedkv_lib.core.block_pool:BlockPool",
           "append_slot": "pagedkv_lib.core.copy_on_write:append_slot"},
-         forbidden=("pagedkv_lib.core.copy_on_write:copy_block",)),
+         forbidden=("pagedkv_lib.core.copy_on_write:copy_block",),
+         closed=("pagedkv_lib.core.block_manager", "pagedkv_lib.core.radix_block_manager")),
     card(128, "kernel_inputs", "Kernel inputs", "medium", "06 From scheduler to kernel inputs",
          {"prepare_prefill": "pagedkv_lib.core.model_inputs:prepare_prefill",
           "prepare_decode": "pagedkv_lib.core.model_inputs:prepare_decode"},
@@ -50,40 +60,46 @@ CARDS = (
          reference=tuple(f"pagedkv_lib.core.model_inputs:{n}"
                          for n in ("_varlen_inputs", "prepare_prefill", "prepare_decode"))),
     card(129, "prefix_caching", "Prefix-caching block manager", "hard", "07 Prefix caching",
-         {"BlockManager": "pagedkv_lib.core.block_manager:BlockManager"}),
+         {"BlockManager": "pagedkv_lib.core.block_manager:BlockManager"},
+         closed=("pagedkv_lib.core.radix_block_manager",)),
     card(130, "triton_store_kvcache", "Triton store_kvcache", "medium", "10 Triton: store_kvcache",
          {"store_kvcache_triton": "pagedkv_lib.core.store_kvcache:store_kvcache"},
          forbidden=tuple(f"{_KS}:{n}" for n in ("store_kvcache_triton", "launch_store_kvcache",
                                                  "_store_kvcache_kernel")),
-         time_limit_s=20.0, memory_limit_mb=None, devices=("cpu", "cuda"), triton=True,
+         time_limit_s=20.0, devices=("cpu", "cuda"), triton=True,
          reference=(f"{_KS}:_store_kvcache_kernel", f"{_KS}:store_kvcache_triton")),
     card(131, "triton_paged_decode", "Triton paged decode", "hard", "11 Triton: paged decode attention",
          {"paged_attention_decode_triton": f"{_ATTN}:paged_attention_decode"},
          forbidden=(f"{_ATTN}:paged_attention_varlen", "pagedkv_lib.core.kv_cache:gather_kv",
                     *(f"{_KD}:{n}" for n in ("paged_attention_decode_triton", "launch_decode_attention",
                                              "_decode_attention_kernel", "_reduce_splits_kernel"))),
-         time_limit_s=20.0, memory_limit_mb=None, devices=("cpu", "cuda"), triton=True,
+         closed=tuple(m for m in _ATTENTION_KERNELS if m != _KD),
+         time_limit_s=20.0, devices=("cpu", "cuda"), triton=True,
          reference=(f"{_KD}:_decode_attention_kernel", f"{_KD}:paged_attention_decode_triton")),
     card(132, "scheduler_step", "Scheduler with preemption", "hard", "14 Capstone: a mini engine",
          {"schedule": "pagedkv_lib.engine.scheduler:schedule"},
-         forbidden=("pagedkv_lib.engine.scheduler:preempt", "pagedkv_lib.engine.scheduler:Scheduler")),
+         forbidden=("pagedkv_lib.engine.scheduler:preempt", "pagedkv_lib.engine.scheduler:Scheduler"),
+         closed=("pagedkv_lib.engine.llm_engine",)),
     card(133, "triton_paged_prefill", "Triton paged prefill", "hard",
          "12 Triton: paged prefill attention",
          {"paged_attention_varlen_triton": f"{_ATTN}:paged_attention_varlen"},
          forbidden=(f"{_ATTN}:paged_attention_decode", "pagedkv_lib.core.kv_cache:gather_kv",
                     *(f"{_KP}:{n}" for n in ("paged_attention_varlen_triton", "launch_prefill_attention",
                                              "_prefill_attention_kernel"))),
-         time_limit_s=30.0, memory_limit_mb=None, devices=("cpu", "cuda"), triton=True,
+         closed=tuple(m for m in _ATTENTION_KERNELS if m != _KP),
+         time_limit_s=30.0, devices=("cpu", "cuda"), triton=True,
          reference=(f"{_KP}:_prefill_attention_kernel", f"{_KP}:paged_attention_varlen_triton")),
     card(134, "fp8_kv_cache", "FP8 KV cache", "medium", "13 FP8 KV cache",
          {"store_kvcache_fp8": "pagedkv_lib.core.store_kvcache:store_kvcache",
           "gather_kv_dequant": f"{_KQ}:gather_kv_dequant"},
          forbidden=(f"{_KQ}:quantize_fp8", f"{_KQ}:dequantize_fp8",
-                    "pagedkv_lib.core.kv_cache:gather_kv")),
+                    "pagedkv_lib.core.kv_cache:gather_kv"),
+         closed=("pagedkv_lib.testing.paged_batch",)),
     card(135, "triton_primer_puzzles", "Triton primer puzzles", "medium", "09 Triton primer",
          {f"{p}_triton": f"{_KT}:{p}_reference" for p in _PUZZLES},
-         forbidden=tuple(f"{_KT}:{n}" for p in _PUZZLES for n in (f"{p}_triton", f"_{p}_kernel")),
-         time_limit_s=20.0, memory_limit_mb=None, devices=("cpu", "cuda"), triton=True,
+         forbidden=tuple(f"{_KT}:{n}" for p in _PUZZLES
+                         for n in (f"{p}_triton", f"_{p}_kernel", f"{p}_spec")),
+         time_limit_s=20.0, devices=("cpu", "cuda"), triton=True,
          reference=tuple(f"{_KT}:{n}" for p in _PUZZLES for n in (f"_{p}_kernel", f"{p}_triton"))),
     card(136, "radix_cache", "Radix cache", "hard", "15 RadixAttention",
          {"RadixCache": "pagedkv_lib.core.radix_cache:RadixCache"},
@@ -91,7 +107,8 @@ CARDS = (
     card(137, "kv_transfer", "KV transfer between instances", "medium", "17 The KV cache across GPUs",
          {"transfer_kv": "pagedkv_lib.distributed.kv_transfer:transfer_kv"},
          forbidden=tuple(f"pagedkv_lib.distributed.kv_transfer:{n}"
-                         for n in ("gather_blocks", "scatter_blocks", "receive_blocks"))),
+                         for n in ("gather_blocks", "scatter_blocks", "receive_blocks")),
+         closed=("pagedkv_lib.distributed.disaggregation", "pagedkv_lib.distributed.serving_instance")),
     card(138, "mla_decode", "Paged MLA decode, absorbed", "hard", "18 MLA: a cache of latents",
          {"mla_decode_absorbed": "pagedkv_lib.core.mla_attention:mla_decode_multihead"},
          forbidden=tuple(f"pagedkv_lib.core.mla_attention:{n}" for n in (

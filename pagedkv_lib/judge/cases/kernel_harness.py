@@ -23,10 +23,11 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import sys
 
 import torch
 
-from pagedkv_lib.judge.cases.attention_cases import GARBAGE, NAN_EVERYWHERE, RECIPE, TOLERANCE, reference
+from pagedkv_lib.judge.cases.attention_cases import GARBAGE, NAN_EVERYWHERE, RECIPE, TOLERANCE
 from pagedkv_lib.judge.cases.compare import show
 from pagedkv_lib.judge.outcome import Outcome, wrong
 from pagedkv_lib.kernels.triton_primer import gpu_dot_rule
@@ -142,6 +143,13 @@ def use_device(ns: dict, names, device: str) -> None:
                 scope[key] = InterpretedFunction(obj.fn)
             elif not interpret and isinstance(obj, InterpretedFunction):
                 scope[key] = triton.jit(obj.fn)
+
+
+def loaded(target: str):
+    """The library object `target` ("module:attr") if this process has imported its module, else None: the
+    judge has the oracle (it runs it); a sandboxed child never does (harness.py leaves its file out)."""
+    module, _, attr = target.partition(":")
+    return getattr(sys.modules.get(module), attr, None)
 
 
 def where(ns: dict, name: str, oracle, device: str) -> str:
@@ -263,6 +271,8 @@ def raw_bf16_bits(dtype: torch.dtype, got: torch.Tensor, expected: torch.Tensor)
 def rows_m_apart(a: dict, out: torch.Tensor) -> bool:
     """Whether `out` is what reading table row b at b * M (not b * stride) gives, block -1 being the NaN
     guard before the cache (here a NaN block after it, where PyTorch's index -1 lands)."""
+    from pagedkv_lib.judge.cases.attention_checks import reference  # the judge's only
+
     tables = a["block_tables"]                                                 # [B, M], a view
     B, M = tables.shape
     if tables.stride(0) == M:
