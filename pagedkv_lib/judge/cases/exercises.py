@@ -56,7 +56,8 @@ CARDS = (
     card(128, "kernel_inputs", "Kernel inputs", "medium", "06 From scheduler to kernel inputs",
          {"prepare_prefill": "pagedkv_lib.core.model_inputs:prepare_prefill",
           "prepare_decode": "pagedkv_lib.core.model_inputs:prepare_decode"},
-         forbidden=("pagedkv_lib.core.model_inputs:pad_block_tables",),
+         forbidden=("pagedkv_lib.core.model_inputs:pad_block_tables",      # prepare_verify is prepare_prefill
+                    "pagedkv_lib.core.model_inputs:prepare_verify"),       # with the drafts appended
          reference=tuple(f"pagedkv_lib.core.model_inputs:{n}"
                          for n in ("_varlen_inputs", "prepare_prefill", "prepare_decode"))),
     card(129, "prefix_caching", "Prefix-caching block manager", "hard", "07 Prefix caching",
