@@ -2,8 +2,11 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 import types
 from pathlib import Path
 
@@ -77,9 +80,100 @@ def test_judge_cli_list_shows_status_after_grading_the_practice_file(capsys, sta
     capsys.readouterr()
     assert cli.main(["--list"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    row = next(line for line in lines if line.lstrip().startswith("122 "))
+    row = next(line for line in lines if " 122  " in line)
     assert "easy" in row and f"not implemented (0/{N122})" in row
-    assert {str(i) for i in range(121, 130)} <= {line.split()[0] for line in lines[1:]}
+    assert {str(i) for i in range(121, 130)} <= {line[38:].split()[0] for line in lines[1:]}
+
+
+def test_judge_cli_list_is_in_course_order_with_the_id_beside_each_notebook(capsys):
+    """A learner works through the notebooks in order: --list goes by the notebook that teaches each
+    exercise (127 is taught in 08, after 128 in 06 and 129 in 07), its id beside it."""
+    assert cli.main(["--list"]) == 0
+    rows = capsys.readouterr().out.splitlines()[1:]
+    shown = [(int(row[:2]), int(row[38:].split()[0])) for row in rows]
+    expected = sorted((int(ex.notebook[:2]), ex.id) for ex in registry.EXERCISES.values())
+    assert shown == expected
+    assert [i for _, i in shown].index(127) > [i for _, i in shown].index(129)
+
+
+SOLUTION_PATH = str(ROOT / "solutions" / "122_slot_mapping.py")
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["122", "--seed", "100000000000000000000", SOLUTION_PATH], "expected a seed from 0 to"),
+    (["122", "--seed", "-1", SOLUTION_PATH], "expected a seed from 0 to"),
+    (["122", "--time-limit", "nan", SOLUTION_PATH], "expected seconds above 0"),
+    (["122", "--time-limit", "inf", SOLUTION_PATH], "expected seconds above 0"),
+    (["122", "--time-limit", "0", SOLUTION_PATH], "expected seconds above 0"),
+    (["122", "--time-limit", "-1", SOLUTION_PATH], "expected seconds above 0"),
+    (["122", "--jobs", "0", SOLUTION_PATH], "from 1 to"),
+    (["122", "--csv", "no/such/folder/grades.csv", SOLUTION_PATH], "does not exist"),
+    (["122", "--csv", ".", SOLUTION_PATH], "expected a file to write, got the directory"),
+    (["122", str(ROOT / "README.md")], "expected a Python file (*.py)"),
+    (["122", "--bogus", SOLUTION_PATH], "unrecognized arguments"),
+])
+def test_judge_cli_a_bad_value_is_one_line_and_exit_2_before_grading(argv, words, monkeypatch, capsys):
+    from pagedkv_lib.judge import grading
+
+    monkeypatch.setattr(grading, "grade", lambda *a, **k: pytest.fail("a usage error graded"))
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("judge.py: ") and words in err, err
+
+
+def test_judge_cli_a_symlink_to_an_unreadable_file_is_a_usage_error(tmp_path):
+    import shutil
+
+    secret = tmp_path / "secret.py"
+    secret.write_text(SOLUTION_122)
+    secret.chmod(0)
+    link = tmp_path / "link.py"
+    link.symlink_to(secret)
+    argv = [sys.executable, "judge.py", "122", str(link)]
+    if os.geteuid() == 0:                                # root reads any file: ask as a plain user
+        if shutil.which("bwrap") is None:
+            pytest.skip("run as root, and no bwrap to ask as a plain user")
+        argv = ["bwrap", "--unshare-user", "--uid", "1000", "--gid", "1000", "--bind", "/", "/", "--", *argv]
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stderr.startswith("judge.py: cannot read "), done.stderr
+    assert done.stderr.count("\n") == 1
+
+
+def test_judge_cli_takes_options_between_the_id_and_the_files(capsys):
+    assert cli.main(["122", "--seed", "1", SOLUTION_PATH, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["seed"] == 1
+
+
+def test_judge_cli_output_to_a_closed_pipe_ends_quietly():
+    read_end, write_end = os.pipe()
+    os.close(read_end)                                    # `judge.py --list | head -n 0`
+    done = subprocess.run([sys.executable, "judge.py", "--list"], cwd=ROOT, stdout=write_end,
+                          stderr=subprocess.PIPE, text=True, timeout=60)
+    os.close(write_end)
+    assert done.returncode == cli.EXIT_BROKEN_PIPE and done.stderr == "", done.stderr
+
+
+def test_judge_cli_a_second_ctrl_c_while_the_first_is_handled_still_exits_130(monkeypatch):
+    """The first Ctrl-C arrives while grading; the second while the judge says it was interrupted."""
+    from pagedkv_lib.judge import grading
+
+    def interrupted(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(5)                                     # the handler runs before this ends
+        pytest.fail("the first Ctrl-C was not raised")
+
+    class PressedAgain:
+        def write(self, text):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.01)
+            return len(text)
+
+        def flush(self):
+            pass
+
+    monkeypatch.setattr(grading, "grade", interrupted)
+    monkeypatch.setattr(sys, "stderr", PressedAgain())
+    assert cli.main(["122", SOLUTION_PATH]) == 130
 
 
 def test_judge_cli_usage_errors_exit_2(capsys):
