@@ -38,40 +38,33 @@ class _Parser(argparse.ArgumentParser):
 
 
 def main(argv=None) -> int:
-    with _one_interrupt():
-        try:
-            code = _main(_parser().parse_intermixed_args(argv))
-            sys.stdout.flush()                        # a closed pipe shows here, not at the exit
-            return code
-        except UsageError as err:
-            print(f"judge.py: {err}", file=sys.stderr)
-            return EXIT_USAGE
-        except KeyboardInterrupt:                     # the children are already killed and reaped
-            print("\njudge.py: interrupted; nothing was recorded", file=sys.stderr)
-            return EXIT_INTERRUPTED
-        except BrokenPipeError:                       # `--list | head`: the reader left, so be quiet
-            with contextlib.suppress(OSError):
-                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            return EXIT_BROKEN_PIPE
-
-
-@contextlib.contextmanager
-def _one_interrupt():
-    """Ctrl-C raises KeyboardInterrupt once; a second press while the first is handled (children being
-    killed and reaped) is ignored, so the judge still ends with exit status 130 and leaves no child."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupted(signum, frame):
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        raise KeyboardInterrupt
-
-    before = signal.signal(signal.SIGINT, interrupted)
+    before = signal.getsignal(signal.SIGINT)
     try:
-        yield
+        code = _main(_parser().parse_intermixed_args(argv))
+        sys.stdout.flush()                            # a closed pipe shows here, not at the exit
+        return code
+    except UsageError as err:
+        print(f"judge.py: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:                         # the children are already killed and reaped
+        _ignore_interrupts()                          # a second Ctrl-C now changes nothing
+        print("\njudge.py: interrupted; nothing was recorded", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:                           # `--list | head`: the reader left, so be quiet
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     finally:
-        signal.signal(signal.SIGINT, before)
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, before)
+
+
+def _ignore_interrupts() -> None:
+    """Ctrl-C raised KeyboardInterrupt once and the judge is ending: ignore the next ones, so that it still
+    ends with exit status 130 (a second press would end Python with -2). Before that, a press while the
+    children are reaped is absorbed there (Supervisor.abort finishes its work)."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _main(args) -> int:

@@ -10,7 +10,7 @@ import torch
 
 from pagedkv_lib.judge.outcome import NOT_IMPLEMENTED, PASSED, RUNTIME_ERROR, Outcome
 from pagedkv_lib.judge.protocol import (
-    MAX_LINE,
+    MAX_MESSAGE_BYTES,
     CaseDone,
     LineReader,
     Loaded,
@@ -59,7 +59,8 @@ def test_lines_split_anywhere_still_make_whole_messages():
 
 def test_a_child_cannot_claim_a_pass_or_a_verdict_the_judge_does_not_know():
     for claimed in (PASSED, "tampering", "skipped", "excellent", None):
-        line = json.dumps({"type": "case", "index": 0, "time_s": 0.0, "error": {"verdict": claimed}})
+        line = json.dumps({"type": "case", "index": 0, "time_s": 0.0, "observation": None,
+                           "error": {"verdict": claimed}})
         assert decode(line.encode()).error.verdict == RUNTIME_ERROR
     said = Outcome(NOT_IMPLEMENTED, "NotImplementedError", "replace it")
     assert decode(encode(Loaded(said))).error == said
@@ -80,4 +81,4 @@ def test_what_is_not_a_message_is_a_protocol_error(line):
 
 def test_a_line_longer_than_the_limit_is_a_protocol_error_before_it_ends():
     with pytest.raises(ProtocolError):
-        LineReader().feed(b"x" * (MAX_LINE + 1))
+        LineReader().feed(b"x" * (MAX_MESSAGE_BYTES["cpu"] + 1))
