@@ -130,7 +130,7 @@ def _grade(exercise, files, args, device) -> int:
             status.record(result)
     if args.json:
         data = [report.to_dict(r) for r in results]
-        print(json.dumps(data[0] if len(data) == 1 else data, indent=1))
+        print(json.dumps(data[0] if len(data) == 1 else data, indent=1, allow_nan=False))
     elif len(results) == 1:
         print(report.text(results[0], verbose=args.verbose))
     else:
