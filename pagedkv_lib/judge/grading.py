@@ -149,7 +149,9 @@ def grade(exercise_id, submissions, *, seed: int = 0, device: str = "cpu", limit
     runs = [Result(exercise.id, exercise.title, s, seed, device, sandbox if s.path else FORK) for s in subs]
     if exercise.triton and "triton" not in sys.modules:   # a fork inherits Triton's mode, chosen at import
         os.environ["TRITON_INTERPRET"] = "1" if device == "cpu" else "0"
-    queue, active, stopped = deque((run, 0) for run in runs), [], False
+    queue = deque((run, 0) for run in runs)           # (run, the case its next child starts from)
+    active = []                                       # Supervisors of the children running now
+    stopped = False                                   # a tampering verdict stopped the batch
     digest = _digest() if any(r.mode == FORK for r in runs) else None
 
     def start_children(cases) -> None:
@@ -162,7 +164,8 @@ def grade(exercise_id, submissions, *, seed: int = 0, device: str = "cpu", limit
         with _interrupts_deferred():
             import torch
 
-        module, threads = exercise.cases(), torch.get_num_threads()
+        module = exercise.cases()
+        threads = torch.get_num_threads()
         torch.set_num_threads(1)          # small tensors: one thread is fastest, and nothing parallel to fork
         cases = module.build(seed, device)
         for sup in active:                            # a sandboxed child said how many it built: believe none

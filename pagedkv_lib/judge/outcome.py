@@ -75,7 +75,8 @@ class Outcome:
             said = str(exc)
         except Exception:                              # an exception whose __str__ fails
             said = ""
-        text, hint = (f"{name}: {said}" if said else name), ""
+        text = f"{name}: {said}" if said else name
+        hint = ""
         if isinstance(exc, NotImplementedError):
             verdict, hint = NOT_IMPLEMENTED, "replace the `raise NotImplementedError` with your code"
         elif isinstance(exc, MemoryError) or any(w in said.lower() for w in _OOM_WORDS):
