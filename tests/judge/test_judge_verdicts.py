@@ -22,11 +22,15 @@ import pytest
 from plants.adversarial import ADVERSARIAL
 
 from pagedkv_lib.judge.grading import Limits, grade
+from pagedkv_lib.judge.supervisor import WALL_FACTOR
 
 LIMITS = Limits(time_limit_s=1.0, import_limit_s=3.0, total_limit_s=6.0, memory_limit_mb=768,
                 output_limit_bytes=2**20)
 STARTUP_S = 6.0     # a child's own start (python, torch; more on a busy machine): not the submission's
-WORST_S = LIMITS.import_limit_s + LIMITS.total_limit_s + (1 + LIMITS.max_restarts) * STARTUP_S + 3.0
+# the wall-clock backstop of loading and all cases (a submission that uses little CPU, failing case after
+# case, runs until it), the children's own starts, and a little more
+BACKSTOP_S = WALL_FACTOR * (LIMITS.import_limit_s + LIMITS.total_limit_s)
+WORST_S = BACKSTOP_S + (1 + LIMITS.max_restarts) * STARTUP_S + 3.0
 
 
 IN_THE_SANDBOX = {"infinite_loop", "sys_exit_at_import", "os_exit_inside", "allocates_64_gib",
