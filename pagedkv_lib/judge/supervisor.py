@@ -26,6 +26,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -85,9 +86,13 @@ class ProcessTree:
         return ticks / _CLK_TCK
 
     def _find_members(self) -> None:
+        if os.path.exists(f"/proc/self/task/{threading.get_native_id()}/children"):
+            children = _children_files
+        else:                                         # a kernel without CONFIG_PROC_CHILDREN: parent ids
+            children = functools.partial(_children_by_parent, _parents())
         todo = list(self.members)
         while todo:
-            found = _children(todo.pop(), self.members)
+            found = children(todo.pop()) - self.members
             self.members |= found
             todo += found
 
@@ -101,24 +106,29 @@ def _stat(pid: int) -> list | None:
         return None
 
 
-def _children(pid: int, known: set) -> set:
-    try:
-        tasks = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return set()
+def _children_files(pid: int) -> set:
     found = set()
     try:
-        for task in tasks:
+        for task in os.listdir(f"/proc/{pid}/task"):
             with open(f"/proc/{pid}/task/{task}/children") as f:
                 found |= {int(n) for n in f.read().split()}
-    except FileNotFoundError:                     # a kernel without CONFIG_PROC_CHILDREN: scan parent ids
-        for entry in filter(str.isdigit, os.listdir("/proc")):
-            fields = _stat(int(entry))
-            if fields is not None and int(fields[1]) == pid:
-                found.add(int(entry))
-    except OSError:
+    except OSError:                                   # it has gone, or a thread has
         pass
-    return found - known
+    return found
+
+
+def _parents() -> dict:
+    """{pid: parent pid} of every process, from one pass over /proc."""
+    found = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        fields = _stat(int(entry))
+        if fields is not None:
+            found[int(entry)] = int(fields[1])
+    return found
+
+
+def _children_by_parent(parents: dict, pid: int) -> set:
+    return {child for child, parent in parents.items() if parent == pid}
 
 
 class Supervisor:
