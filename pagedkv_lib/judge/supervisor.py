@@ -323,6 +323,10 @@ class Supervisor:
         if self.phase != "bench" and self.run.cpu_spent + self.spent() > self._budget():
             return Outcome(TIME_LIMIT, f"loading it and all cases used more than {self._budget():g} s of CPU",
                            TOO_MUCH)
+        if self.phase == "cases" and time.monotonic() >= self.run.wall_end:
+            budget = self._budget()
+            return Outcome(TIME_LIMIT, f"loading it and all cases took longer than {WALL_FACTOR * budget:g} "
+                           f"s on the clock (the budget is {budget:g} s of CPU)", TOO_MUCH)
         return Outcome(TIME_LIMIT, f"no answer after {WALL_FACTOR * limit_s:g} s on the clock (the limit is "
                        f"{limit_s:g} s of CPU; a submission that sleeps or waits is stopped at {WALL_FACTOR} "
                        "times it)", "does it wait for something that never comes (a sleep, input, a lock)?")

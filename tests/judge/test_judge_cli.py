@@ -304,3 +304,31 @@ def test_show_reference_opens_only_after_a_pass(status_file, capsys):
     assert show_reference(122) is True
     out = capsys.readouterr().out
     assert "def slot_mapping_for" in out and "pagedkv_lib.core.slot_mapping.slot_mapping_for" in out
+
+
+def test_ctrl_c_while_the_judge_still_imports_torch_ends_it(tmp_path):
+    """The sandboxed child starts before the judge imports torch; a Ctrl-C then (three tries, at once) must
+    not be lost inside torch's import: it is held until the import ends, then ends the judge with 130."""
+    from pagedkv_lib.judge import isolation
+
+    if isolation.bwrap_path() is None:
+        pytest.skip("bwrap is missing: the child starts only after the import")
+    hangs = tmp_path / "hangs.py"
+    hangs.write_text(SOLUTION_122.replace("    return [", "    while True:\n        pass\n    return ["))
+    for _ in range(3):
+        proc = subprocess.Popen([sys.executable, "judge.py", "122", str(hangs), "--time-limit", "60"],
+                                cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        while not any(p.name.isdigit() and _parent_of(p) == proc.pid for p in Path("/proc").iterdir()):
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 130, err[-2000:]
+
+
+def _parent_of(entry: Path) -> int | None:
+    try:
+        return int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
