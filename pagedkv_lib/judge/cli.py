@@ -202,10 +202,10 @@ def course_order() -> list:
 
 
 def list_text() -> str:
-    rows = [f"{'notebook':<38} {'id':>3}  {'title':<36} {'difficulty':<10} status"]
+    rows = [f"{'id':>3}  {'notebook':<36} {'title':<36} {'difficulty':<10} status"]
     for ex in course_order():
         state = status.describe(ex.id)
-        rows.append(f"{ex.notebook:<38} {ex.id:>3}  {ex.title:<36} {ex.difficulty:<10} {state}")
+        rows.append(f"{ex.id:>3}  {ex.notebook:<36} {ex.title:<36} {ex.difficulty:<10} {state}")
     return "\n".join(rows)
 
 
