@@ -6,7 +6,8 @@ Time is CPU time, as contest judges measure it: the parent reads the child's CPU
 summed over the child's process tree (a sandbox's tree under bwrap; a fork itself), and a phase (loading,
 a case, the benchmark) is a time limit once it has used more CPU than its limit; all of loading and the cases
 together have a CPU budget too. A wall clock WALL_FACTOR times longer is only a backstop (a child that
-sleeps, or waits on something), so a busy machine gives the verdict an idle one gives. Starting (python,
+sleeps, or waits on something), so a busy machine gives the verdict an idle one gives. Without /proc
+(macOS, where only forks run) the limits are the wall clock's, as long as each limit. Starting (python,
 torch, the cases) is the machine's time, not the submission's: a wall-clock limit of its own.
 
 One rule for a child that does not finish: a limit passed, a time limit (still starting: a busy machine,
@@ -60,6 +61,8 @@ _LATE = {"loading": "loading (importing) the file used more than {import_limit_s
          "bench": "the benchmark used more than {bench_limit_s:g} s of CPU",
          "cases": "over the time limit of {time_limit_s:g} s of CPU per case"}
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
+HAVE_PROC = os.path.isdir("/proc/self/task")   # Linux; elsewhere (macOS, forks only) the wall clock at 1x
+BACKSTOP = WALL_FACTOR if HAVE_PROC else 1     # a phase's wall clock, in times its CPU limit
 
 
 class ProcessTree:
@@ -120,6 +123,8 @@ def _children_files(pid: int) -> set:
 def _parents() -> dict:
     """{pid: parent pid} of every process, from one pass over /proc."""
     found = {}
+    if not HAVE_PROC:
+        return found
     for entry in filter(str.isdigit, os.listdir("/proc")):
         fields = _stat(int(entry))
         if fields is not None:
@@ -226,7 +231,7 @@ class Supervisor:
             if run.total not in (0, message.cases):
                 raise ProtocolError(f"the child built {message.cases} cases, the judge {run.total}")
             run.total = message.cases
-            run.wall_end = run.wall_end or now + WALL_FACTOR * (lim.import_limit_s + lim.total_limit_s)
+            run.wall_end = run.wall_end or now + BACKSTOP * (lim.import_limit_s + lim.total_limit_s)
             self.cpu_ready = cpu
             self._begin("loading", now, cpu)
             return
@@ -253,12 +258,12 @@ class Supervisor:
             self._begin("cases", now, cpu)
 
     def _begin(self, phase: str, now: float, cpu: float) -> None:
-        """Phase `phase` starts: its CPU from `cpu` on, its wall clock WALL_FACTOR times its CPU limit."""
+        """Phase `phase` starts: its CPU from `cpu` on, its wall clock BACKSTOP times its CPU limit."""
         self.phase, self.cpu_mark = phase, cpu
         if phase == "done":
             self.deadline = now + EXIT_GRACE_S
             return
-        self.deadline = now + WALL_FACTOR * getattr(self.limits, _LIMIT_S[phase])
+        self.deadline = now + BACKSTOP * getattr(self.limits, _LIMIT_S[phase])
         if phase == "cases":
             self.deadline = min(self.deadline, self.run.wall_end)
 
@@ -325,10 +330,10 @@ class Supervisor:
                            TOO_MUCH)
         if self.phase == "cases" and time.monotonic() >= self.run.wall_end:
             budget = self._budget()
-            return Outcome(TIME_LIMIT, f"loading it and all cases took longer than {WALL_FACTOR * budget:g} "
+            return Outcome(TIME_LIMIT, f"loading it and all cases took longer than {BACKSTOP * budget:g} "
                            f"s on the clock (the budget is {budget:g} s of CPU)", TOO_MUCH)
-        return Outcome(TIME_LIMIT, f"no answer after {WALL_FACTOR * limit_s:g} s on the clock (the limit is "
-                       f"{limit_s:g} s of CPU; a submission that sleeps or waits is stopped at {WALL_FACTOR} "
+        return Outcome(TIME_LIMIT, f"no answer after {BACKSTOP * limit_s:g} s on the clock (the limit is "
+                       f"{limit_s:g} s of CPU; a submission that sleeps or waits is stopped at {BACKSTOP} "
                        "times it)", "does it wait for something that never comes (a sleep, input, a lock)?")
 
     # ------------------------------------------------------------------------------------------------------

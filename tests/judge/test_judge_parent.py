@@ -190,3 +190,21 @@ def test_a_pass_says_once_that_it_printed_and_a_failure_quotes_it(tmp_path):
     assert passed_text.count("It printed") == 1 and "debugging" not in passed_text
     assert "debugging" in report.text(ok, verbose=True)
     assert "| debugging [0, 1, 2" in report.text(failed)
+
+
+def test_without_proc_the_limits_are_the_wall_clocks(tmp_path, monkeypatch):
+    """Where /proc is missing (macOS: forks only), no CPU can be read: each limit is then on the wall clock,
+    as long as the limit itself, and a correct file still passes."""
+    from pagedkv_lib.judge import supervisor
+
+    monkeypatch.setattr(supervisor, "HAVE_PROC", False)
+    monkeypatch.setattr(supervisor, "BACKSTOP", 1)
+    monkeypatch.setattr(supervisor.ProcessTree, "cpu_seconds", lambda self: 0.0)
+    good = tmp_path / "good.py"
+    good.write_text(SOLUTION_122)
+    busy = tmp_path / "busy.py"
+    busy.write_text(ADVERSARIAL["infinite_loop"][1])
+    ok, looped = grade(122, [good, busy], limits=LIMITS, jobs=2, isolation="fork")
+    assert ok.ok, (ok.verdict, ok.first_failure)
+    assert looped.verdict == "time limit"
+    assert f"no answer after {LIMITS.time_limit_s:g} s on the clock" in looped.first_failure.outcome.message
