@@ -1,36 +1,70 @@
 """The judge's command line, behind `python practice/judge.py ID [FILE ...]` and `python judge.py`.
 
-Exit status 0 only when every case of every graded file passes, 1 when one fails, 2 on a usage error, 3 when
-an unsandboxed submission changed a file the verdicts rest on (tampering), 130 when interrupted (Ctrl-C).
-Several files are graded in the bwrap sandbox; where bwrap is missing they need --no-sandbox. The --json
-schema is in report.py.
+Exit status 0 only when every case of every graded file passes, 1 when one fails, 2 on a usage error (every
+value is checked before anything is graded: one line on stderr), 3 when an unsandboxed submission changed a
+file the verdicts rest on (tampering), 130 when interrupted (Ctrl-C, pressed once or more), 141 when the
+output went to a pipe that closed (`--list | head`). Several files are graded in the bwrap sandbox; where
+bwrap is missing they need --no-sandbox. The --json schema is in report.py.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import itertools
 import json
+import math
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
 from . import isolation, registry, status
+
+MAX_SEED = 2**32 - 1                  # seeds reach torch.Generator.manual_seed as 1000 * seed + i
+MAX_TIME_LIMIT_S = 3600.0             # seconds of CPU per case
+MAX_JOBS = 64
+EXIT_USAGE, EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 2, 130, 141
 
 
 class UsageError(Exception):
     """A command that grades nothing and records nothing: one line on stderr, exit status 2."""
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):                     # argparse's usage block and exit: one line instead
+        raise UsageError(message)
+
+
 def main(argv=None) -> int:
+    before = signal.getsignal(signal.SIGINT)
     try:
-        return _main(_parser().parse_args(argv))
+        code = _main(_parser().parse_intermixed_args(argv))
+        sys.stdout.flush()                            # a closed pipe shows here, not at the exit
+        return code
     except UsageError as err:
         print(f"judge.py: {err}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     except KeyboardInterrupt:                         # the children are already killed and reaped
+        _ignore_interrupts()                          # a second Ctrl-C now changes nothing
         print("\njudge.py: interrupted; nothing was recorded", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:                           # `--list | head`: the reader left, so be quiet
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+    finally:
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, before)
+
+
+def _ignore_interrupts() -> None:
+    """Ctrl-C raised KeyboardInterrupt once and the judge is ending: ignore the next ones, so that it still
+    ends with exit status 130 (a second press would end Python with -2). Before that, a press while the
+    children are reaped is absorbed there (Supervisor.abort finishes its work)."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _main(args) -> int:
@@ -50,9 +84,10 @@ def _main(args) -> int:
         print(write_stub(exercise, force=True))
         return 0
     files = [Path(f) for f in args.files] or [exercise.practice_path]
-    missing = [str(f) for f in files if not f.is_file()]
-    if missing:
-        raise UsageError(f"no such file: {', '.join(missing)}")
+    for f in files:
+        _check_submission(f)
+    if args.csv and args.csv != "-":
+        _check_csv(Path(args.csv))
     if importlib.util.find_spec("torch") is None:
         raise UsageError(f"torch is not installed for {sys.executable}: activate the course's environment "
                          "first (. .venv/bin/activate, or conda activate pagedkv-course)")
@@ -95,14 +130,15 @@ def _grade(exercise, files, args, device) -> int:
             status.record(result)
     if args.json:
         data = [report.to_dict(r) for r in results]
-        print(json.dumps(data[0] if len(data) == 1 else data, indent=1))
+        print(json.dumps(data[0] if len(data) == 1 else data, indent=1, allow_nan=False))
     elif len(results) == 1:
         print(report.text(results[0], verbose=args.verbose))
     else:
         print(report.batch_table(results))
-    if args.csv:
-        text = report.to_csv(results)
-        sys.stdout.write(text) if args.csv == "-" else Path(args.csv).write_text(text)
+    if args.csv == "-":
+        sys.stdout.write(report.to_csv(results))
+    elif args.csv:
+        Path(args.csv).write_text(report.to_csv(results))
     if tampered:
         print(f"judge.py: TAMPERING: the status file or the judge's own files changed while "
               f"{', '.join(tampered)} ran unsandboxed; the batch stopped there and nothing was recorded",
@@ -111,28 +147,85 @@ def _grade(exercise, files, args, device) -> int:
     return 0 if all(r.ok for r in results) else 1
 
 
+def _check_submission(f: Path) -> None:
+    """A file the judge can grade: a readable regular file (through any symlinks) named *.py."""
+    if not f.is_file():
+        raise UsageError(f"no such file: {f}")
+    if f.suffix != ".py":
+        raise UsageError(f"expected a Python file (*.py), got {f}")
+    try:
+        with open(f, "rb") as source:
+            source.read(1)
+    except OSError as err:
+        raise UsageError(f"cannot read {f}: {err.strerror or err}") from None
+
+
+def _check_csv(target: Path) -> None:
+    """Where --csv writes: a file (new or not) in a folder that exists and can be written."""
+    folder = target.parent
+    if target.is_dir():
+        raise UsageError(f"--csv: expected a file to write, got the directory {target}")
+    if not folder.is_dir():
+        raise UsageError(f"--csv: the folder {folder} does not exist")
+    if not os.access(folder, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        raise UsageError(f"--csv: cannot write {target}")
+
+
+def _whole(low: int, high: int, what: str):
+    """An argparse type: a whole number from `low` to `high`."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"expected {what} from {low} to {high}, got {text}")
+        return value
+
+    return parse
+
+
+def _time_limit(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not (math.isfinite(value) and 0 < value <= MAX_TIME_LIMIT_S):
+        raise argparse.ArgumentTypeError(f"expected seconds above 0, at most {MAX_TIME_LIMIT_S:g}, got "
+                                         f"{text}")
+    return value
+
+
+def course_order() -> list:
+    """The exercises as a learner meets them: by the notebook that teaches each, then by id."""
+    return sorted(registry.EXERCISES.values(), key=lambda ex: (int(ex.notebook[:2]), ex.id))
+
+
 def list_text() -> str:
-    rows = [f"{'id':>3}  {'title':<36} {'difficulty':<10} {'notebook':<38} status"]
-    for ex in registry.EXERCISES.values():
+    rows = [f"{'id':>3}  {'notebook':<36} {'title':<36} {'difficulty':<10} status"]
+    for ex in course_order():
         state = status.describe(ex.id)
-        rows.append(f"{ex.id:>3}  {ex.title:<36} {ex.difficulty:<10} {ex.notebook:<38} {state}")
+        rows.append(f"{ex.id:>3}  {ex.notebook:<36} {ex.title:<36} {ex.difficulty:<10} {state}")
     return "\n".join(rows)
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="judge.py", description=__doc__.split("\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    p = _Parser(prog="judge.py", description=__doc__.split("\n")[0],
+                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     p.add_argument("id", nargs="?", help="exercise id, e.g. 127")
     p.add_argument("files", nargs="*", help="files to grade (default: practice/ID_<slug>.py)")
     p.add_argument("--list", action="store_true", help="list the exercises and your status")
     p.add_argument("--reset", action="store_true", help="put back the stub of ID (your file is backed up)")
     p.add_argument("--json", action="store_true", help="print machine-readable results")
     p.add_argument("--csv", metavar="PATH", help="also write one CSV row per file (- for stdout)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random cases (default 0)")
-    p.add_argument("--jobs", type=int, default=min(4, os.cpu_count() or 1), help="submissions graded at once")
+    p.add_argument("--seed", type=_whole(0, MAX_SEED, "a seed"), default=0,
+                   help=f"seed of the random cases, 0 to {MAX_SEED} (default 0)")
+    p.add_argument("--jobs", type=_whole(1, MAX_JOBS, "a number of submissions at once"),
+                   default=min(4, os.cpu_count() or 1), help="submissions graded at once")
     p.add_argument("--device", choices=("cpu", "cuda"), help="case set (default: the exercise's first)")
     p.add_argument("--bench", action="store_true", help="also benchmark the submission (where there is one)")
-    p.add_argument("--time-limit", type=float, metavar="S", help="seconds per case (default: the exercise's)")
+    p.add_argument("--time-limit", type=_time_limit, metavar="S",
+                   help="CPU seconds per case (default: the exercise's)")
     p.add_argument("--verbose", "-v", action="store_true", help="list every case")
     p.add_argument("--no-sandbox", action="store_true", help="grade in plain processes, not in bwrap")
     return p

@@ -11,10 +11,13 @@ are never looked at.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import select
+import signal
 import sys
+import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field, replace
@@ -22,7 +25,7 @@ from pathlib import Path
 
 from . import registry, status
 from .isolation import BWRAP, FORK, bwrap_path
-from .outcome import PASSED, SKIPPED, TAMPERING, WRONG_ANSWER, Outcome
+from .outcome import PASSED, RUNTIME_ERROR, SKIPPED, TAMPERING, WRONG_ANSWER, Outcome
 from .protocol import CaseDone, decode, encode
 from .supervisor import Supervisor
 
@@ -84,16 +87,30 @@ class Result:
     bench: dict | None = None
     isolation: str = ""                             # how the submission was kept in, in words
     tampered: list = field(default_factory=list)    # what changed while it ran unsandboxed
+    result_bytes: int = 0                           # read from its result channels, all children
+    cpu_spent: float = 0.0                          # CPU seconds of loading and cases in its ended children
     restarts: int = 0
     started: float = 0.0
     finished: float = 0.0
-    budget_end: float = 0.0                         # loading plus all cases must end by then
+    wall_end: float = 0.0                           # the wall-clock backstop of loading plus all cases
     wall_s: float = 0.0                             # the whole grading run (all files)
 
-    label = property(lambda self: self.submission.label)          # the graded file, or "notebook"
-    output = property(lambda self: bytes(self.printed).decode("utf-8", "replace"))
-    duration_s = property(lambda self: max(0.0, self.finished - self.started))
-    passed = property(lambda self: sum(c.verdict == PASSED for c in self.cases))
+    @property
+    def label(self) -> str:
+        """The graded file, or "notebook"."""
+        return self.submission.label
+
+    @property
+    def output(self) -> str:
+        return bytes(self.printed).decode("utf-8", "replace")
+
+    @property
+    def duration_s(self) -> float:
+        return max(0.0, self.finished - self.started)
+
+    @property
+    def passed(self) -> int:
+        return sum(c.verdict == PASSED for c in self.cases)
 
     @property
     def first_failure(self) -> CaseResult | None:
@@ -132,7 +149,9 @@ def grade(exercise_id, submissions, *, seed: int = 0, device: str = "cpu", limit
     runs = [Result(exercise.id, exercise.title, s, seed, device, sandbox if s.path else FORK) for s in subs]
     if exercise.triton and "triton" not in sys.modules:   # a fork inherits Triton's mode, chosen at import
         os.environ["TRITON_INTERPRET"] = "1" if device == "cpu" else "0"
-    queue, active, stopped = deque((run, 0) for run in runs), [], False
+    queue = deque((run, 0) for run in runs)           # (run, the case its next child starts from)
+    active = []                                       # Supervisors of the children running now
+    stopped = False                                   # a tampering verdict stopped the batch
     digest = _digest() if any(r.mode == FORK for r in runs) else None
 
     def start_children(cases) -> None:
@@ -142,15 +161,19 @@ def grade(exercise_id, submissions, *, seed: int = 0, device: str = "cpu", limit
 
     try:
         start_children(None)                          # sandboxed children load while torch loads here
-        import torch
+        with _interrupts_deferred():
+            import torch
 
-        module, threads = exercise.cases(), torch.get_num_threads()
+        module = exercise.cases()
+        threads = torch.get_num_threads()
         torch.set_num_threads(1)          # small tensors: one thread is fastest, and nothing parallel to fork
         cases = module.build(seed, device)
+        for sup in active:                            # a sandboxed child said how many it built: believe none
+            if sup.run.total not in (0, len(cases)):
+                sup.stop(Outcome(RUNTIME_ERROR, f"the grading process said it built {sup.run.total} cases, "
+                                 f"the judge built {len(cases)}: a forged message, or cases that depend on "
+                                 "more than (seed, device)"))
         for run in runs:
-            if run.total not in (0, len(cases)):      # a sandboxed child said how many it built
-                raise RuntimeError(f"exercise {exercise.id}: a child built {run.total} cases, the judge "
-                                   f"{len(cases)}: its cases depend on more than (seed, device)")
             run.total = len(cases)
         start_children(cases)
         while active:
@@ -187,6 +210,20 @@ def grade(exercise_id, submissions, *, seed: int = 0, device: str = "cpu", limit
         run.wall_s = wall
         run.cases = [_graded(module, run, i, *pair) for i, pair in enumerate(zip(cases, expected))]
     return runs
+
+
+@contextlib.contextmanager
+def _interrupts_deferred():
+    """SIGINT blocked while torch is imported: a KeyboardInterrupt raised inside its import can be swallowed
+    (a C call there clears every error), so a Ctrl-C then would be lost; blocked, it arrives right after."""
+    main = threading.current_thread() is threading.main_thread() and hasattr(signal, "pthread_sigmask")
+    if main:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        if main:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def _watch(active) -> None:

@@ -22,6 +22,8 @@ CODES = {PASSED: "ok", WRONG_ANSWER: "WA", RUNTIME_ERROR: "RE", TIME_LIMIT: "TLE
          NOT_IMPLEMENTED: "NI", TAMPERING: "TAMP", SKIPPED: "--"}     # each verdict's short code
 VERDICTS = tuple(CODES)
 MEMORY_HINT = "the judge caps the memory a submission may allocate"
+MAX_TEXT = 500                # characters of one text a child sent (a message, a hint, an action)
+MAX_DETAILS = 20              # lines of details it sent
 _OOM_WORDS = ("can't allocate memory", "out of memory", "cannot allocate memory")
 _DOT16 = ("the dot rule: every dimension (M, N and K) of every tl.dot is at least 16, as every supported "
           "Triton (3.0 to 3.9) needs on a GPU: pad the tile to max(16, next power of two), mask the padding")
@@ -51,14 +53,18 @@ class Outcome:
 
     @classmethod
     def from_child(cls, record) -> Outcome:
-        """The Outcome a child (perhaps a hostile one) sent: it cannot claim a pass, a skip or tampering."""
-        if not isinstance(record, dict):
+        """The Outcome a child (perhaps a hostile one) sent: it cannot claim a pass, a skip or tampering, and
+        what it says is text, clipped (MAX_TEXT characters, MAX_DETAILS lines)."""
+        if type(record) is not dict:
             record = {}
         verdict = record.get("verdict")
         if verdict not in VERDICTS or verdict in (PASSED, TAMPERING, SKIPPED):
             verdict = RUNTIME_ERROR
-        details = [line for line in record.get("details", []) if isinstance(line, str)]
-        return cls(verdict, str(record.get("message", ""))[:500], str(record.get("hint", ""))[:500], details)
+        details = record.get("details")
+        if type(details) is not list:
+            details = []
+        lines = [clip(line) for line in details[:MAX_DETAILS] if type(line) is str]
+        return cls(verdict, _said(record.get("message")), _said(record.get("hint")), lines)
 
     @classmethod
     def of_exception(cls, exc: BaseException, files=()) -> Outcome:
@@ -68,7 +74,8 @@ class Outcome:
             said = str(exc)
         except Exception:                              # an exception whose __str__ fails
             said = ""
-        text, hint = (f"{name}: {said}" if said else name), ""
+        text = f"{name}: {said}" if said else name
+        hint = ""
         if isinstance(exc, NotImplementedError):
             verdict, hint = NOT_IMPLEMENTED, "replace the `raise NotImplementedError` with your code"
         elif isinstance(exc, MemoryError) or any(w in said.lower() for w in _OOM_WORDS):
@@ -83,7 +90,18 @@ class Outcome:
         else:
             verdict = RUNTIME_ERROR
             hint = next((h for words, h in _EXCEPTION_HINTS if all(w in said for w in words)), "")
-        return cls(verdict, text[:500], hint, user_trace(exc, files))
+        return cls(verdict, clip(text), hint, user_trace(exc, files))
+
+
+def clip(text: str, limit: int = MAX_TEXT) -> str:
+    """`text` cut to `limit` characters, saying how many more there were."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text) - limit} more characters)"
+
+
+def _said(value) -> str:
+    return clip(value) if type(value) is str else ""
 
 
 class ForbiddenCall(RuntimeError):

@@ -9,18 +9,27 @@ a fork inherits it), JSON lines back on a pipe, one object per message:
 
 O is an `Outcome` as a dict. In plain data a tensor is {"__tensor__": [dtype, shape, base64 bytes]}, a tuple
 {"__tuple__": [...]}, a dict with keys other than strings {"__pairs__": [[key, value], ...]}. The parent runs
-nothing a child sends: it parses JSON, checks each field's type, and rebuilds tensors from their bytes.
+nothing a child sends: it parses JSON, requires each message's exact field names and each field's type, a
+finite number wherever it uses one (a count, a time, a benchmark figure; a NaN inside an observation is
+data), clips text, and rebuilds tensors from their bytes. A message longer than MAX_MESSAGE_BYTES, or a
+result stream longer than MAX_RESULT_BYTES, is not one the judge's child writes: each is a few times the
+largest a reference solution sends (benchmarks/judge_message_sizes.py measures them, per case set).
 """
 from __future__ import annotations
 
 import base64
 import json
+import math
 import os
 from dataclasses import asdict, dataclass, fields
 
-from .outcome import Outcome
+from .outcome import Outcome, clip
 
-MAX_LINE = 64 * 2**20                  # bytes in one message; more is not a message the judge's child writes
+# judge_message_sizes.py, seed 0: the largest case message 1.8 MB on the CPU cases (126), 45 MB on the
+# CUDA ones (130); the largest stream 3.2 MB (126) and 73 MB (133)
+MAX_MESSAGE_BYTES = {"cpu": 8 * 2**20, "cuda": 256 * 2**20}
+MAX_RESULT_BYTES = {"cpu": 32 * 2**20, "cuda": 512 * 2**20}
+MAX_CASES = 10_000                     # cases of one exercise (the largest set has a few hundred)
 
 
 @dataclass
@@ -75,7 +84,6 @@ class Done:
 
 MESSAGES = {"ready": Ready, "loaded": Loaded, "case": CaseDone, "refused": Refused, "done": Done}
 _NAMES = {cls: name for name, cls in MESSAGES.items()}
-_TYPES = {"cases": int, "index": int, "time_s": (int, float), "figures": (dict, type(None)), "action": str}
 
 
 def encode(message) -> bytes:
@@ -89,18 +97,55 @@ def decode(line: bytes):
     try:
         body = json.loads(line)
         cls = MESSAGES[body.pop("type")]
-        if not set(body) <= {f.name for f in fields(cls)}:
-            raise ProtocolError(f"{cls.__name__} with fields {sorted(body)}")
-        for name, value in body.items():
-            if name in _TYPES and (not isinstance(value, _TYPES[name]) or isinstance(value, bool)):
-                raise ProtocolError(f"{cls.__name__}.{name} is a {type(value).__name__}")
-            if name == "error":
-                body[name] = None if value is None else Outcome.from_child(value)
-            elif name in ("observation", "figures"):
-                body[name] = from_plain(value)
-        return cls(**body)
+        names = {f.name for f in fields(cls)}
+        if set(body) != names:
+            raise ProtocolError(f"{cls.__name__} with fields {sorted(body)}, expected {sorted(names)}")
+        return cls(**{name: _FIELDS[name](value) for name, value in body.items()})
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as err:
         raise ProtocolError(f"not a message ({type(err).__name__}): {bytes(line[:80])!r}") from None
+
+
+def _count(value) -> int:
+    if type(value) is not int or not 0 <= value <= MAX_CASES:
+        raise ProtocolError(f"expected a count from 0 to {MAX_CASES}, got {clip(repr(value))}")
+    return value
+
+
+def _seconds(value) -> float:
+    if type(value) not in (int, float) or not (math.isfinite(value) and value >= 0):
+        raise ProtocolError(f"expected finite seconds >= 0, got {clip(repr(value))}")
+    return float(value)
+
+
+def _text(value) -> str:
+    if type(value) is not str:
+        raise ProtocolError(f"expected text, got a {type(value).__name__}")
+    return clip(value)
+
+
+def _error(value):
+    return None if value is None else Outcome.from_child(value)
+
+
+def _figures(value):
+    """A benchmark's figures: plain data whose numbers are finite (they are printed, and go into --json)."""
+    if value is None:
+        return None
+    if type(value) is not dict:
+        raise ProtocolError(f"expected figures as a dict, got a {type(value).__name__}")
+    return _finite(from_plain(value))
+
+
+def _finite(value):
+    if type(value) is float and not math.isfinite(value):
+        raise ProtocolError(f"a benchmark figure is {value}")
+    if type(value) in (list, tuple):
+        return type(value)(_finite(v) for v in value)
+    if type(value) is dict:
+        return {k: _finite(v) for k, v in value.items()}
+    if type(value) is str:
+        return clip(value)
+    return value
 
 
 def to_plain(value):
@@ -153,20 +198,27 @@ def _tensor(fields_):
         raise ProtocolError(f"not a tensor: {err}") from None
 
 
+_FIELDS = {"cases": _count, "index": _count, "time_s": _seconds, "action": _text, "error": _error,
+           "observation": from_plain, "figures": _figures}
+
+
 class LineReader:
-    """Splits what is read from the result pipe into messages (`feed` returns the complete ones)."""
+    """Splits what is read from the result pipe into messages (`feed` returns the complete ones); a line
+    longer than the case set's MAX_MESSAGE_BYTES is a ProtocolError before it is parsed, or before it ends."""
 
     def __init__(self):
         self.buf = bytearray()
 
-    def feed(self, data: bytes) -> list:
+    def feed(self, data: bytes, device: str = "cpu") -> list:
+        limit = MAX_MESSAGE_BYTES[device]
         self.buf += data
         if b"\n" not in data:                        # only new bytes can end a line
-            if len(self.buf) > MAX_LINE:
-                raise ProtocolError(f"a message longer than {MAX_LINE} bytes")
-            return []
-        *lines, rest = self.buf.split(b"\n")
-        self.buf = bytearray(rest)
+            lines = []
+        else:
+            *lines, rest = self.buf.split(b"\n")
+            self.buf = bytearray(rest)
+        if len(self.buf) > limit or any(len(line) > limit for line in lines):
+            raise ProtocolError(f"a message longer than {limit} bytes")
         return [decode(line) for line in lines]
 
 

@@ -4,22 +4,46 @@ JSON (`judge.py ID FILE --json`; a batch gives a list): {"schema": 2, "exercise"
 "seed", "device", "verdict": one of outcome.VERDICTS, "passed", "total", "wall_s", "isolation" (in words),
 "tampered" ([str], unsandboxed only), "load_error": null | OUTCOME, "cases": [{"name", "time_s", **OUTCOME}],
 "output" (the first bytes printed), "output_bytes", "bench": null | {...}}; OUTCOME = {"verdict", "message",
-"hint", "details": [str], "max_abs_err"}.
+"hint", "details": [str], "max_abs_err"}. It is strict JSON: a number that is not finite (a max abs err of
+NaN) is null.
+
+What a submission printed or sent, and a file's name, reach a terminal or a spreadsheet only through
+`escaped`: control characters (ESC, CR, a newline inside a label, bidirectional overrides) are shown as
+escapes, and every quoted line is clipped, so a report cannot move the cursor, rewrite a line, add a row
+to the batch table or grow past a few kilobytes.
 """
 from __future__ import annotations
 
 import csv
 import io
+import math
+import re
 
 from .cases import gpu_only
 from .cases.compare import show
-from .outcome import CODES, PASSED
+from .outcome import CODES, PASSED, clip
+
+MAX_QUOTED_LINES = 40                # lines of a submission's output quoted in the text report
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def escaped(text: str, keep: str = "") -> str:
+    """`text` with every control character but those in `keep` shown as an escape (\\x1b, \\r, \\n, ...),
+    clipped to outcome.MAX_TEXT characters."""
+    def one(match) -> str:
+        char = match.group()
+        if char in keep:
+            return char
+        return _NAMED.get(char) or (f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}")
+
+    return clip(_CONTROL.sub(one, text))
 
 
 def text(result, verbose: bool = False, timing: bool = True) -> str:
     """The report of one graded file; `timing=False` leaves out times (stable notebook output)."""
     lines = [f"Exercise {result.exercise_id}: {result.title}",
-             f"  graded: {result.label}   seed {result.seed}   device {result.device}",
+             f"  graded: {escaped(result.label)}   seed {result.seed}   device {result.device}",
              *(f"  checked only with --device cuda: {clause}" for clause in gpu_only(result))]
     if timing:                                   # notebooks leave it out: it differs between machines
         lines.append(f"  isolation: {result.isolation}")
@@ -39,20 +63,32 @@ def text(result, verbose: bool = False, timing: bool = True) -> str:
         if failure is not None:
             first = f"First failing case: {failure.name} ({failure.verdict})"
             lines += ["", *_failure(first, failure.outcome, failure.show)]
-    if result.output_total:
-        shown = len(result.output.encode())
-        lines += ["", f"It printed {result.output_total} bytes" + (f" (the first {shown}):" if shown <
-                                                                     result.output_total else ":")]
-        lines += [f"  | {line}" for line in result.output.splitlines()[:40]]
+    lines += _printed(result, verbose)
     if result.bench:
         lines += ["", "Benchmark:"] + [f"  {k}: {show(v)}" for k, v in result.bench.items()]
     lines += ["", summary(result, timing)]
     return "\n".join(lines)
 
 
+def _printed(result, verbose: bool) -> list:
+    """What the submission printed: quoted (escaped, clipped) when a case failed or with -v; on a pass, one
+    line that says how much (a library's warning is printed too, and a pass needs no debugging)."""
+    if not result.output_total:
+        return []
+    if result.ok and not verbose:
+        return ["", f"It printed {result.output_total} bytes (shown when a case fails, or with -v)."]
+    shown = len(result.output.encode())
+    head = f"It printed {result.output_total} bytes"
+    if shown < result.output_total:
+        head += f" (the first {shown})"
+    quoted = result.output.rstrip("\n").split("\n")[:MAX_QUOTED_LINES]      # a CR is shown, not obeyed
+    return ["", head + ":", *(f"  | {escaped(line, keep=chr(9))}" for line in quoted)]
+
+
 def _failure(title: str, outcome, show=()) -> list:
-    hint = [f"  hint: {outcome.hint}"] if outcome.hint else []
-    return [title, *(f"  {line}" for line in [*show, outcome.message, *outcome.details]), *hint]
+    hint = [f"  hint: {escaped(outcome.hint)}"] if outcome.hint else []
+    said = [*show, outcome.message, *outcome.details]
+    return [title, *(f"  {escaped(line, keep=chr(9))}" for line in said), *hint]
 
 
 def summary(result, timing: bool = True) -> str:
@@ -62,26 +98,41 @@ def summary(result, timing: bool = True) -> str:
         return f"{head} (the submission could not be graded)"
     failure = result.first_failure
     where = f" on {failure.name}" if failure else ""
-    return head + where + (f"  [{result.wall_s:.1f} s]" if timing else "")
+    if timing:
+        where += f"  [{result.wall_s:.1f} s]"
+    return head + where
 
 
 def to_dict(result) -> dict:
-    return {"schema": 2, "exercise": result.exercise_id, "title": result.title, "file": result.label,
+    """The JSON report of one graded file (the schema above); every number in it is finite or null."""
+    return _finite({"schema": 2, "exercise": result.exercise_id, "title": result.title, "file": result.label,
             "seed": result.seed, "device": result.device, "verdict": result.verdict,
             "passed": result.passed, "total": result.total, "wall_s": round(result.wall_s, 3),
             "isolation": result.isolation, "tampered": list(result.tampered),
             "load_error": result.load.to_dict() if result.load else None,
             "cases": [{"name": c.name, "time_s": c.time_s, **c.outcome.to_dict()} for c in result.cases],
-            "output": result.output, "output_bytes": result.output_total, "bench": result.bench}
+            "output": result.output, "output_bytes": result.output_total, "bench": result.bench})
+
+
+def _finite(value):
+    """`value` with each float that is not finite made None: JSON has no NaN or Infinity."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    return value
 
 
 def batch_table(results) -> str:
-    width = max([len(r.label) for r in results] + [4])
+    labels = [escaped(r.label) for r in results]
+    width = max([len(label) for label in labels] + [4])
     lines = [f"{'file':<{width}}  {'passed':>9}  verdict"]
-    for r in results:
+    for r, label in zip(results, labels):
         failure = r.first_failure
         where = f" on {failure.name}" if failure and r.load is None else ""
-        lines.append(f"{r.label:<{width}}  {r.passed:>4}/{r.total:<4}  {r.verdict}{where}")
+        lines.append(f"{label:<{width}}  {r.passed:>4}/{r.total:<4}  {r.verdict}{where}")
     ok = sum(r.ok for r in results)
     lines.append(f"{ok}/{len(results)} submissions passed every case")
     return "\n".join(lines)
@@ -94,6 +145,6 @@ def to_csv(results) -> str:
     for r in results:
         failure = r.first_failure
         message = r.load.message if r.load else (failure.outcome.message if failure else "")
-        writer.writerow([r.label, r.exercise_id, r.seed, r.verdict, r.passed, r.total,
-                         failure.name if failure and not r.load else "", message])
+        writer.writerow([escaped(r.label), r.exercise_id, r.seed, r.verdict, r.passed, r.total,
+                         failure.name if failure and not r.load else "", escaped(message)])
     return out.getvalue()

@@ -1,6 +1,9 @@
 """The learner's status per exercise, in a git-ignored JSON file: practice/.judge_status.json, or
 $PAGEDKV_JUDGE_STATUS. Only the judge's parent writes it, after its children ended, and only for the learner's
 own file of an exercise or code graded in a notebook; an entry the judge could not have written is "unknown".
+Several judges may finish at once (a class graded in parallel, a notebook beside a terminal): each update
+reads, changes and replaces the file under an exclusive lock on a sibling lock file (`fcntl.flock`), through
+a temporary file of its own, so that no update is lost and no reader sees half a file.
 
     {"127": {"verdict": "passed", "passed": 19, "total": 19, "file": "practice/127_....py", "seed": 0,
              "when": "2026-11-30 20:15:00", "source": "file" | "notebook"}, ...}
@@ -8,8 +11,10 @@ own file of an exercise or code graded in a notebook; an entry the judge could n
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
+import tempfile
 import time
 from pathlib import Path
 
@@ -51,30 +56,49 @@ def record(result, source: str = "file") -> None:
     """Remember the verdict of `result` (a grading.Result); never fails the grading (a read-only checkout
     keeps nothing). A notebook run records only what the learner wrote there (not an empty stub) and never
     replaces a stored pass with a worse verdict."""
-    data = {k: v for k, v in read().items() if valid(v)}
-    old = data.get(str(result.exercise_id), {})
-    if result.tampered or (source == "notebook" and (result.verdict == NOT_IMPLEMENTED or
-                                                     (old.get("verdict") == PASSED and not result.ok))):
+    if result.tampered:
         return
-    data[str(result.exercise_id)] = {"verdict": result.verdict, "passed": result.passed,
-                                     "total": result.total, "file": result.label, "seed": result.seed,
-                                     "when": time.strftime("%Y-%m-%d %H:%M:%S"), "source": source}
-    _write(data)
+    with contextlib.suppress(OSError), _locked():
+        data = {k: v for k, v in read().items() if valid(v)}
+        old = data.get(str(result.exercise_id), {})
+        if source == "notebook" and (result.verdict == NOT_IMPLEMENTED or
+                                     (old.get("verdict") == PASSED and not result.ok)):
+            return
+        data[str(result.exercise_id)] = {"verdict": result.verdict, "passed": result.passed,
+                                         "total": result.total, "file": result.label, "seed": result.seed,
+                                         "when": time.strftime("%Y-%m-%d %H:%M:%S"), "source": source}
+        _write(data)
 
 
 def forget(exercise_id: int) -> None:
     """Drop the entry of one exercise (its stub was put back)."""
-    data = read()
-    if data.pop(str(exercise_id), None) is not None:
-        _write(data)
+    with contextlib.suppress(OSError), _locked():
+        data = read()
+        if data.pop(str(exercise_id), None) is not None:
+            _write(data)
+
+
+@contextlib.contextmanager
+def _locked():
+    """An exclusive lock on `<status file>.lock` for one read-modify-write (released when it is closed)."""
+    target = path()
+    with open(target.with_name(target.name + ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def _write(data: dict) -> None:
+    """Replace the status file with `data` through a temporary file of this writer's own (under the lock)."""
     target = path()
-    with contextlib.suppress(OSError):
-        tmp = target.with_name(target.name + ".tmp")
-        tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-        tmp.replace(target)
+    fd, tmp = tempfile.mkstemp(prefix=target.name + ".", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(data, indent=1, sort_keys=True) + "\n")
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def describe(exercise_id: int) -> str:

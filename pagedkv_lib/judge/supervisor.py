@@ -1,10 +1,22 @@
-"""The parent's watch over one child: start it, read its messages and output, end it at a deadline, say why it
+"""The parent's watch over one child: start it, read its messages and output, end it at a limit, say why it
 ended, and reap it (no zombie, whatever the submission did). Its messages move it through phases, each with
-a deadline: starting --ready--> loading --loaded--> cases (0, 1, ...) --> (bench) --done--> done.
+a limit: starting --ready--> loading --loaded--> cases (0, 1, ...) --> (bench) --done--> done.
 
-One rule for a child that does not finish: its deadline passed, a time limit (still starting: a busy machine,
+Time is CPU time, as contest judges measure it: the parent reads the child's CPU seconds itself, from /proc,
+summed over the child's process tree (a sandbox's tree under bwrap; a fork itself), and a phase (loading,
+a case, the benchmark) is a time limit once it has used more CPU than its limit; all of loading and the cases
+together have a CPU budget too. A wall clock WALL_FACTOR times longer is only a backstop (a child that
+sleeps, or waits on something), so a busy machine gives the verdict an idle one gives. Without /proc
+(macOS, where only forks run) the limits are the wall clock's, as long as each limit. Starting (python,
+torch, the cases) is the machine's time, not the submission's: a wall-clock limit of its own.
+
+One rule for a child that does not finish: a limit passed, a time limit (still starting: a busy machine,
 not the submission's time); a MemoryError (in its case's record) or a SIGKILL the judge did not send, a
-memory limit; its CPU seconds ran out, a time limit; any other signal or early exit, a runtime error.
+memory limit; its CPU seconds ran out (RLIMIT_CPU, the kernel's cap over everything), a time limit; any
+other signal or early exit, a runtime error.
+
+The parent reads a bounded amount from each channel at a time (DRAIN_BYTES) and in all (the output limit,
+protocol.MAX_RESULT_BYTES), so what the child sends cannot hold it past a limit or fill its memory.
 """
 from __future__ import annotations
 
@@ -19,16 +31,106 @@ import time
 
 from . import isolation, registry
 from .outcome import MEMORY_HINT, MEMORY_LIMIT, RUNTIME_ERROR, SKIPPED, TIME_LIMIT, Outcome
-from .protocol import CaseDone, Done, Job, LineReader, Loaded, ProtocolError, Ready, Refused
+from .protocol import (
+    MAX_RESULT_BYTES,
+    CaseDone,
+    Done,
+    Job,
+    LineReader,
+    Loaded,
+    ProtocolError,
+    Ready,
+    Refused,
+    clip,
+)
 
 REFUSED_HINT = ("a graded function computes its answer and returns it: it may not write files outside its "
                 "working directory, start processes, load native code or open sockets")
 TOO_MUCH = "an infinite loop, or far too much work?"
 EXIT_GRACE_S = 2.0                   # a child that sent `done` (or failed to load) has this long to exit
+WALL_FACTOR = 5                      # a CPU limit's wall-clock backstop is this many times longer
+READ_BYTES = 1 << 16                 # one read from a pipe
+DRAIN_BYTES = 1 << 20                # read at most this much from one channel before the clock is looked at
+RESCAN_S = 1.0                       # how often the child's process tree is looked for new members
 _PHASES = {Ready: ("starting",), Loaded: ("loading",), CaseDone: ("cases",), Done: ("cases", "bench")}
-_LATE = {"loading": "loading (importing) the file took longer than {import_limit_s:g} s",
-         "bench": "the benchmark took longer than {bench_limit_s:g} s",
-         "cases": "over the time limit of {time_limit_s:g} s per case"}
+_LIMIT_S = {"loading": "import_limit_s", "cases": "time_limit_s", "bench": "bench_limit_s"}
+_LATE = {"loading": "loading (importing) the file used more than {import_limit_s:g} s of CPU",
+         "bench": "the benchmark used more than {bench_limit_s:g} s of CPU",
+         "cases": "over the time limit of {time_limit_s:g} s of CPU per case"}
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
+HAVE_PROC = os.path.isdir("/proc/self/task")   # Linux; elsewhere (macOS, forks only) the wall clock at 1x
+BACKSTOP = WALL_FACTOR if HAVE_PROC else 1     # a phase's wall clock, in times its CPU limit
+
+
+class ProcessTree:
+    """CPU seconds of a process and its descendants, read from /proc (utime + stime, and the cutime + cstime
+    of the children each one reaped). Members are found through /proc/PID/task/TID/children where the kernel
+    has it, else by a scan of /proc's parent ids, at most every RESCAN_S; one that has gone adds nothing."""
+
+    def __init__(self, root: int):
+        self.members = {root}
+        self.scanned = float("-inf")
+
+    def cpu_seconds(self) -> float:
+        now = time.monotonic()
+        if now - self.scanned >= RESCAN_S:
+            self.scanned = now
+            self._find_members()
+        ticks = 0
+        for pid in list(self.members):
+            fields = _stat(pid)
+            if fields is None:
+                self.members.discard(pid)
+            else:
+                ticks += sum(int(n) for n in fields[11:15])    # utime stime cutime cstime (proc(5) 14-17)
+        return ticks / _CLK_TCK
+
+    def _find_members(self) -> None:
+        if os.path.exists(f"/proc/self/task/{threading.get_native_id()}/children"):
+            children = _children_files
+        else:                                         # a kernel without CONFIG_PROC_CHILDREN: parent ids
+            children = functools.partial(_children_by_parent, _parents())
+        todo = list(self.members)
+        while todo:
+            found = children(todo.pop()) - self.members
+            self.members |= found
+            todo += found
+
+
+def _stat(pid: int) -> list | None:
+    """The fields of /proc/PID/stat after the command name (state first), or None if it has gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def _children_files(pid: int) -> set:
+    found = set()
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                found |= {int(n) for n in f.read().split()}
+    except OSError:                                   # it has gone, or a thread has
+        pass
+    return found
+
+
+def _parents() -> dict:
+    """{pid: parent pid} of every process, from one pass over /proc."""
+    found = {}
+    if not HAVE_PROC:
+        return found
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        fields = _stat(int(entry))
+        if fields is not None:
+            found[int(entry)] = int(fields[1])
+    return found
+
+
+def _children_by_parent(parents: dict, pid: int) -> set:
+    return {child for child, parent in parents.items() if parent == pid}
 
 
 class Supervisor:
@@ -52,20 +154,33 @@ class Supervisor:
         os.close(out_w)
         for fd in (res_r, out_r):
             os.set_blocking(fd, False)
-        self.res_fd, self.out_fd, self.open_fds = res_r, out_r, {res_r, out_r}   # open: not at end of file
-        self.reader, self.phase, self.next = LineReader(), "starting", start
-        self.outcome: Outcome | None = None           # why the judge ended it, once it did
-        self.wild_case: int | None = None             # a case that wrote outside its tensors: ended after it
-        self.ended: tuple | None = None               # (signal, exit code), once it has exited
-        self.reaped = False                           # then its pid may name another process: never signal
-        self.deadline = time.monotonic() + limits.startup_limit_s
+        self.res_fd, self.out_fd = res_r, out_r
+        self.open_fds = {res_r, out_r}               # not at end of file yet
+        self.reader = LineReader()
+        self.phase = "starting"
+        self.next = start                            # the case it runs now
+        self.outcome: Outcome | None = None          # why the judge ended it, once it did
+        self.wild_case: int | None = None            # a case that wrote outside its tensors: ended after it
+        self.ended: tuple | None = None              # (signal, exit code), once it has exited
+        self.reaped = False                          # then its pid may name another process: never signal
+        self.tree = ProcessTree(self.pid)
+        self.cpu_s = 0.0                             # its CPU seconds, as last read
+        self.cpu_ready: float | None = None          # ... when it said it was ready (the submission's start)
+        self.cpu_mark = 0.0                          # ... when the phase began
+        self.deadline = time.monotonic() + limits.startup_limit_s      # the phase's wall clock
+        self.loaded_at: float | None = None
         run.started = run.started or time.monotonic()
-        run.isolation = isolation.DESCRIBE[run.mode] + (" + in-process guard" if limits.guards else "")
+        run.isolation = isolation.DESCRIBE[run.mode]
+        if limits.guards:
+            run.isolation += " + in-process guard"
+
+    # ------------------------------------------------------------------------------------------------------
+    # reading
 
     def read(self, fd: int) -> bool:
-        """Take what `fd` holds now; False when it held nothing (or is closed)."""
+        """Take one read of what `fd` holds now; False when it held nothing (or is closed)."""
         try:
-            data = os.read(fd, 1 << 16)
+            data = os.read(fd, READ_BYTES)
         except OSError:
             return False
         if not data:
@@ -75,19 +190,28 @@ class Supervisor:
             run.output_total += len(data)
             run.printed += data[: max(0, lim.output_keep_bytes - len(run.printed))]
             if run.output_total > lim.output_limit_bytes and self.outcome is None:
-                while self.read(self.res_fd):         # what it reported before the flood comes first
-                    pass
+                self.drain(self.res_fd)               # what it reported before the flood comes first
                 self.stop(Outcome(RUNTIME_ERROR, f"output limit: more than {lim.output_limit_bytes} bytes "
                                   "printed to stdout/stderr", "remove the prints (or print much less)"))
         elif data and self.outcome is None:
+            run.result_bytes += len(data)
             try:
-                for message in self.reader.feed(data):
+                cap = MAX_RESULT_BYTES[run.device]
+                if run.result_bytes > cap:
+                    raise ProtocolError(f"more than {cap} bytes on the result channel")
+                for message in self.reader.feed(data, run.device):
                     self._handle(message, time.monotonic())
             except ProtocolError as err:
                 self.stop(Outcome(RUNTIME_ERROR, "the judge's result channel held data it did not write "
                                   "(did the submission write to the judge's file descriptors?)",
-                                  details=[str(err)]))
+                                  details=[clip(str(err))]))
         return bool(data)
+
+    def drain(self, fd: int) -> None:
+        """Read what `fd` holds, at most DRAIN_BYTES: a child that keeps writing cannot hold the parent."""
+        for _ in range(DRAIN_BYTES // READ_BYTES):
+            if not self.read(fd):
+                return
 
     def _handle(self, message, now: float) -> None:
         run, lim = self.run, self.limits
@@ -97,36 +221,80 @@ class Supervisor:
             refused = Outcome(RUNTIME_ERROR, f"refused by the judge: {message.action}", REFUSED_HINT)
             if self.phase == "cases":
                 run.stopped.setdefault(self.next, refused)
-            else:
-                run.load = run.load or refused
+            elif run.load is None:
+                run.load = refused
             return
         if self.phase not in _PHASES[type(message)] or (isinstance(message, Done) and self.next < run.total):
             raise ProtocolError(f"{type(message).__name__} while {self.phase} (case {self.next})")
+        cpu = self._cpu()
         if isinstance(message, Ready):                # the submission's own clock starts now
             if run.total not in (0, message.cases):
                 raise ProtocolError(f"the child built {message.cases} cases, the judge {run.total}")
             run.total = message.cases
-            run.budget_end = run.budget_end or now + lim.import_limit_s + lim.total_limit_s
-            self.phase, self.deadline = "loading", now + lim.import_limit_s
+            run.wall_end = run.wall_end or now + BACKSTOP * (lim.import_limit_s + lim.total_limit_s)
+            self.cpu_ready = cpu
+            self._begin("loading", now, cpu)
             return
-        if isinstance(message, Done) or (isinstance(message, Loaded) and message.error is not None):
-            if isinstance(message, Loaded):
+        if isinstance(message, Loaded):
+            self.loaded_at = now
+            if message.error is not None:
                 run.load = run.load or message.error
-            run.bench = getattr(message, "figures", None)
-            self.phase, self.deadline = "done", now + EXIT_GRACE_S
+                self._begin("done", now, cpu)
+                return
+        if isinstance(message, Done):
+            run.bench = message.figures
+            self._begin("done", now, cpu)
             return
         if isinstance(message, CaseDone):
             if message.index != self.next:
                 raise ProtocolError(f"case {message.index} reported, expected {self.next}")
-            run.records[self.next] = message
+            watched = now - (self.loaded_at or now)   # a case cannot have taken longer than the parent saw
+            run.records[self.next] = CaseDone(message.index, min(message.time_s, watched),
+                                              message.observation, message.error)
             self.next += 1
             if isinstance(message.observation, dict) and message.observation.get("wild_writes"):
                 self.wild_case = message.index        # its heap may be corrupt (cases/kernel_harness.py):
                 isolation.kill(self.pid)              # the next case runs in a fresh child
         if self.next == run.total and self.bench:
-            self.phase, self.deadline = "bench", now + lim.bench_limit_s
+            self._begin("bench", now, cpu)
         else:
-            self.phase, self.deadline = "cases", min(now + lim.time_limit_s, run.budget_end)
+            self._begin("cases", now, cpu)
+
+    def _begin(self, phase: str, now: float, cpu: float) -> None:
+        """Phase `phase` starts: its CPU from `cpu` on, its wall clock BACKSTOP times its CPU limit."""
+        self.phase, self.cpu_mark = phase, cpu
+        if phase == "done":
+            self.deadline = now + EXIT_GRACE_S
+            return
+        self.deadline = now + BACKSTOP * getattr(self.limits, _LIMIT_S[phase])
+        if phase == "cases":
+            self.deadline = min(self.deadline, self.run.wall_end)
+
+    # ------------------------------------------------------------------------------------------------------
+    # limits
+
+    def _cpu(self) -> float:
+        if not self.reaped:
+            self.cpu_s = max(self.cpu_s, self.tree.cpu_seconds())
+        return self.cpu_s
+
+    def spent(self) -> float:
+        """CPU seconds the submission used in this child: loading and cases (0 before it was ready)."""
+        return 0.0 if self.cpu_ready is None else self.cpu_s - self.cpu_ready
+
+    def _over(self, now: float) -> bool:
+        """Whether the phase has passed a limit: its wall clock, its CPU, or the run's CPU budget."""
+        if now > self.deadline:
+            return True
+        if self.phase in ("starting", "done"):
+            return False
+        cpu = self._cpu()
+        if cpu - self.cpu_mark > getattr(self.limits, _LIMIT_S[self.phase]):
+            return True
+        return self.phase != "bench" and self.run.cpu_spent + self.spent() > self._budget()
+
+    def _budget(self) -> float:
+        return self.limits.import_limit_s + self.limits.total_limit_s
 
     def stop(self, outcome: Outcome) -> None:
         """End the child (and everything in its group or sandbox) with `outcome` as the reason."""
@@ -135,19 +303,20 @@ class Supervisor:
             isolation.kill(self.pid)
 
     def poll(self) -> bool:
-        """Enforce the deadline; True once the child has exited (it is reaped in `finish`)."""
-        if time.monotonic() > self.deadline and self.outcome is None:
-            while self.read(self.res_fd):             # a message already in the pipe comes first
-                pass
-            if time.monotonic() > self.deadline and self.outcome is None:
+        """Enforce the limits; True once the child has exited (it is reaped in `finish`)."""
+        if self.outcome is None and self._over(time.monotonic()):
+            self.drain(self.res_fd)                   # a message already in the pipe comes first
+            if self.outcome is None and self._over(time.monotonic()):
                 if self.phase == "done":
                     isolation.kill(self.pid)          # finished, but slow to exit: nothing to report
                 else:
                     self.stop(self._late())
         gone = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)   # not reaped yet
         if gone is not None and gone.si_pid == self.pid:
-            signalled = gone.si_code in (os.CLD_KILLED, os.CLD_DUMPED)
-            self.ended = (gone.si_status, None) if signalled else (None, gone.si_status)
+            if gone.si_code in (os.CLD_KILLED, os.CLD_DUMPED):
+                self.ended = (gone.si_status, None)
+            else:
+                self.ended = (None, gone.si_status)
         return self.ended is not None
 
     def _late(self) -> Outcome:
@@ -156,35 +325,50 @@ class Supervisor:
             return Outcome(RUNTIME_ERROR, f"the grading process did not start within {lim.startup_limit_s:g} "
                            "s (is the machine overloaded?); this is not the submission's time",
                            "grade it again when the machine is less busy")
-        if self.phase == "cases" and time.monotonic() >= self.run.budget_end:
-            return Outcome(TIME_LIMIT, f"loading it and all cases took longer than "
-                           f"{lim.import_limit_s + lim.total_limit_s:g} s", TOO_MUCH)
-        return Outcome(TIME_LIMIT, _LATE[self.phase].format(**vars(lim)), TOO_MUCH)
+        limit_s = getattr(lim, _LIMIT_S[self.phase])
+        if self.cpu_s - self.cpu_mark > limit_s:
+            return Outcome(TIME_LIMIT, _LATE[self.phase].format(**vars(lim)), TOO_MUCH)
+        if self.phase != "bench" and self.run.cpu_spent + self.spent() > self._budget():
+            return Outcome(TIME_LIMIT, f"loading it and all cases used more than {self._budget():g} s of CPU",
+                           TOO_MUCH)
+        if self.phase == "cases" and time.monotonic() >= self.run.wall_end:
+            budget = self._budget()
+            return Outcome(TIME_LIMIT, f"loading it and all cases took longer than {BACKSTOP * budget:g} "
+                           f"s on the clock (the budget is {budget:g} s of CPU)", TOO_MUCH)
+        return Outcome(TIME_LIMIT, f"no answer after {BACKSTOP * limit_s:g} s on the clock (the limit is "
+                       f"{limit_s:g} s of CPU; a submission that sleeps or waits is stopped at {BACKSTOP} "
+                       "times it)", "does it wait for something that never comes (a sleep, input, a lock)?")
+
+    # ------------------------------------------------------------------------------------------------------
+    # the end
 
     def finish(self) -> int | None:
         """After `poll` said it ended: reap it, read what is left, record why it ended. Returns the case to
         restart from in a new child, or None."""
+        self._cpu()                                   # its last reading, before it is reaped
         self._reap()                                  # whatever it left in its group, before its pid is free
-        while self.read(self.res_fd) or self.read(self.out_fd):
-            pass
+        self.drain(self.res_fd)
+        self.drain(self.out_fd)
         self._close()
         run, lim = self.run, self.limits
         wild = self.wild_case is not None and self.outcome is None    # killed after a wild write: go on
+        run.cpu_spent += self.spent()
         if self.phase == "done" and self.outcome is None:
             return None
         outcome = self.outcome or self._ended_how()
         if self.phase != "cases":
             if self.phase == "bench":
                 run.bench = {"error": outcome.message}
-            else:
-                run.load = run.load or outcome
+            elif run.load is None:
+                run.load = outcome
             return None
-        if not wild:                                  # a wild case failed alone: restarts after it are free
+        if not wild:                                 # a wild case failed alone: restarts after it are free
             run.stopped.setdefault(self.next, outcome)
-        rest = self.next + (not wild)
-        if rest < run.total and (run.restarts < lim.max_restarts or wild) and \
-                time.monotonic() < run.budget_end - lim.time_limit_s:
-            run.restarts += not wild
+        rest = self.next if wild else self.next + 1
+        room = run.cpu_spent < self._budget() - lim.time_limit_s and time.monotonic() < run.wall_end
+        if rest < run.total and (wild or run.restarts < lim.max_restarts) and room:
+            if not wild:
+                run.restarts += 1
             return rest
         for i in range(rest, run.total):
             run.stopped[i] = Outcome(SKIPPED, f"not run: case {rest - 1} ended the process")
@@ -200,22 +384,33 @@ class Supervisor:
         if sig == signal.SIGXCPU:
             return Outcome(TIME_LIMIT, "over the CPU time limit", TOO_MUCH)
         if sig is not None:
-            name = signal.Signals(sig).name if sig in signal.Signals.__members__.values() else str(sig)
+            if sig in signal.Signals.__members__.values():
+                name = signal.Signals(sig).name
+            else:
+                name = str(sig)
             return Outcome(RUNTIME_ERROR, f"crashed with {name}",
                            "a segmentation fault often means a recursion too deep for the C stack")
         return Outcome(RUNTIME_ERROR, f"the process ended with exit code {code} before finishing",
                        "do not call os._exit() or sys.exit() in a submission")
 
     def abort(self) -> None:
-        """The judge itself is stopping (Ctrl-C, or a bug of its own): end the child now, leave nothing."""
-        self._reap()
+        """The judge itself is stopping (Ctrl-C, or a bug of its own): end the child now, leave nothing. A
+        second Ctrl-C meanwhile does not stop it halfway (the kill is sent again, the wait goes on)."""
+        while not self.reaped:
+            try:
+                self._reap()
+            except KeyboardInterrupt:
+                continue
         self._close()
 
     def _reap(self) -> None:
         """Kill the child's group, then reap it: no zombie, and no signal to a pid that may be reused."""
         if not self.reaped:
             isolation.kill(self.pid)
-            self.proc.wait() if self.proc is not None else os.waitpid(self.pid, 0)
+            if self.proc is not None:
+                self.proc.wait()
+            else:
+                os.waitpid(self.pid, 0)
             self.reaped = True
 
     def _close(self) -> None:

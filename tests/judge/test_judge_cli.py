@@ -2,8 +2,11 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 import types
 from pathlib import Path
 
@@ -80,6 +83,97 @@ def test_judge_cli_list_shows_status_after_grading_the_practice_file(capsys, sta
     row = next(line for line in lines if line.lstrip().startswith("122 "))
     assert "easy" in row and f"not implemented (0/{N122})" in row
     assert {str(i) for i in range(121, 130)} <= {line.split()[0] for line in lines[1:]}
+
+
+def test_judge_cli_list_is_in_course_order_with_the_id_beside_each_notebook(capsys):
+    """A learner works through the notebooks in order: --list goes by the notebook that teaches each
+    exercise (127 is taught in 08, after 128 in 06 and 129 in 07), the id beside it."""
+    assert cli.main(["--list"]) == 0
+    rows = capsys.readouterr().out.splitlines()[1:]
+    shown = [(int(row.split()[1]), int(row.split()[0])) for row in rows]
+    expected = sorted((int(ex.notebook[:2]), ex.id) for ex in registry.EXERCISES.values())
+    assert shown == expected
+    assert [i for _, i in shown].index(127) > [i for _, i in shown].index(129)
+
+
+SOLUTION_PATH = str(ROOT / "solutions" / "122_slot_mapping.py")
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["122", "--seed", "100000000000000000000", SOLUTION_PATH], "expected a seed from 0 to"),
+    (["122", "--seed", "-1", SOLUTION_PATH], "expected a seed from 0 to"),
+    (["122", "--time-limit", "nan", SOLUTION_PATH], "expected seconds above 0"),
+    (["122", "--time-limit", "inf", SOLUTION_PATH], "expected seconds above 0"),
+    (["122", "--time-limit", "0", SOLUTION_PATH], "expected seconds above 0"),
+    (["122", "--time-limit", "-1", SOLUTION_PATH], "expected seconds above 0"),
+    (["122", "--jobs", "0", SOLUTION_PATH], "from 1 to"),
+    (["122", "--csv", "no/such/folder/grades.csv", SOLUTION_PATH], "does not exist"),
+    (["122", "--csv", ".", SOLUTION_PATH], "expected a file to write, got the directory"),
+    (["122", str(ROOT / "README.md")], "expected a Python file (*.py)"),
+    (["122", "--bogus", SOLUTION_PATH], "unrecognized arguments"),
+])
+def test_judge_cli_a_bad_value_is_one_line_and_exit_2_before_grading(argv, words, monkeypatch, capsys):
+    from pagedkv_lib.judge import grading
+
+    monkeypatch.setattr(grading, "grade", lambda *a, **k: pytest.fail("a usage error graded"))
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("judge.py: ") and words in err, err
+
+
+def test_judge_cli_a_symlink_to_an_unreadable_file_is_a_usage_error(tmp_path):
+    import shutil
+
+    secret = tmp_path / "secret.py"
+    secret.write_text(SOLUTION_122)
+    secret.chmod(0)
+    link = tmp_path / "link.py"
+    link.symlink_to(secret)
+    argv = [sys.executable, "judge.py", "122", str(link)]
+    if os.geteuid() == 0:                                # root reads any file: ask as a plain user
+        if shutil.which("bwrap") is None:
+            pytest.skip("run as root, and no bwrap to ask as a plain user")
+        argv = ["bwrap", "--unshare-user", "--uid", "1000", "--gid", "1000", "--bind", "/", "/", "--", *argv]
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stderr.startswith("judge.py: cannot read "), done.stderr
+    assert done.stderr.count("\n") == 1
+
+
+def test_judge_cli_takes_options_between_the_id_and_the_files(capsys):
+    assert cli.main(["122", "--seed", "1", SOLUTION_PATH, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["seed"] == 1
+
+
+def test_judge_cli_output_to_a_closed_pipe_ends_quietly():
+    read_end, write_end = os.pipe()
+    os.close(read_end)                                    # `judge.py --list | head -n 0`
+    done = subprocess.run([sys.executable, "judge.py", "--list"], cwd=ROOT, stdout=write_end,
+                          stderr=subprocess.PIPE, text=True, timeout=60)
+    os.close(write_end)
+    assert done.returncode == cli.EXIT_BROKEN_PIPE and done.stderr == "", done.stderr
+
+
+def test_judge_cli_a_second_ctrl_c_while_the_first_is_handled_still_exits_130(monkeypatch):
+    """The first Ctrl-C arrives while grading; the second while the judge says it was interrupted."""
+    from pagedkv_lib.judge import grading
+
+    def interrupted(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(5)                                     # the handler runs before this ends
+        pytest.fail("the first Ctrl-C was not raised")
+
+    class PressedAgain:
+        def write(self, text):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.01)
+            return len(text)
+
+        def flush(self):
+            pass
+
+    monkeypatch.setattr(grading, "grade", interrupted)
+    monkeypatch.setattr(sys, "stderr", PressedAgain())
+    assert cli.main(["122", SOLUTION_PATH]) == 130
 
 
 def test_judge_cli_usage_errors_exit_2(capsys):
@@ -210,3 +304,31 @@ def test_show_reference_opens_only_after_a_pass(status_file, capsys):
     assert show_reference(122) is True
     out = capsys.readouterr().out
     assert "def slot_mapping_for" in out and "pagedkv_lib.core.slot_mapping.slot_mapping_for" in out
+
+
+def test_ctrl_c_while_the_judge_still_imports_torch_ends_it(tmp_path):
+    """The sandboxed child starts before the judge imports torch; a Ctrl-C then (three tries, at once) must
+    not be lost inside torch's import: it is held until the import ends, then ends the judge with 130."""
+    from pagedkv_lib.judge import isolation
+
+    if isolation.bwrap_path() is None:
+        pytest.skip("bwrap is missing: the child starts only after the import")
+    hangs = tmp_path / "hangs.py"
+    hangs.write_text(SOLUTION_122.replace("    return [", "    while True:\n        pass\n    return ["))
+    for _ in range(3):
+        proc = subprocess.Popen([sys.executable, "judge.py", "122", str(hangs), "--time-limit", "60"],
+                                cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        while not any(p.name.isdigit() and _parent_of(p) == proc.pid for p in Path("/proc").iterdir()):
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 130, err[-2000:]
+
+
+def _parent_of(entry: Path) -> int | None:
+    try:
+        return int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None

@@ -10,7 +10,7 @@ import torch
 
 from pagedkv_lib.judge.outcome import NOT_IMPLEMENTED, PASSED, RUNTIME_ERROR, Outcome
 from pagedkv_lib.judge.protocol import (
-    MAX_LINE,
+    MAX_MESSAGE_BYTES,
     CaseDone,
     LineReader,
     Loaded,
@@ -59,7 +59,8 @@ def test_lines_split_anywhere_still_make_whole_messages():
 
 def test_a_child_cannot_claim_a_pass_or_a_verdict_the_judge_does_not_know():
     for claimed in (PASSED, "tampering", "skipped", "excellent", None):
-        line = json.dumps({"type": "case", "index": 0, "time_s": 0.0, "error": {"verdict": claimed}})
+        line = json.dumps({"type": "case", "index": 0, "time_s": 0.0, "observation": None,
+                           "error": {"verdict": claimed}})
         assert decode(line.encode()).error.verdict == RUNTIME_ERROR
     said = Outcome(NOT_IMPLEMENTED, "NotImplementedError", "replace it")
     assert decode(encode(Loaded(said))).error == said
@@ -80,4 +81,36 @@ def test_what_is_not_a_message_is_a_protocol_error(line):
 
 def test_a_line_longer_than_the_limit_is_a_protocol_error_before_it_ends():
     with pytest.raises(ProtocolError):
-        LineReader().feed(b"x" * (MAX_LINE + 1))
+        LineReader().feed(b"x" * (MAX_MESSAGE_BYTES["cpu"] + 1))
+
+
+def case_line(**fields) -> bytes:
+    body = {"type": "case", "index": 0, "time_s": 0.0, "observation": None, "error": None, **fields}
+    return json.dumps(body).encode()
+
+
+@pytest.mark.parametrize("line", [
+    case_line(time_s=float("nan")), case_line(time_s=float("inf")), case_line(time_s=-1.0),
+    case_line(index=-1), case_line(index=10**9), case_line(verdict="passed"),
+    b'{"type": "case", "index": 0, "time_s": 0.0, "error": null}',             # a field missing
+    b'{"type": "ready", "cases": NaN}', b'{"type": "refused", "action": 3}',
+    b'{"type": "done", "figures": {"gbs": Infinity}}', b'{"type": "done", "figures": [1]}',
+])
+def test_a_message_with_a_number_the_parent_uses_out_of_range_or_a_field_too_many_is_refused(line):
+    with pytest.raises(ProtocolError):
+        decode(line)
+
+
+def test_a_nan_in_an_observation_is_data_and_text_a_child_sends_is_clipped():
+    got = decode(case_line(observation={"ret": [float("nan")]}, error={"message": "m" * 10**6,
+                                                                         "details": ["d" * 10**6] * 1000}))
+    assert math.isnan(got.observation["ret"][0])
+    assert len(got.error.message) < 600 and len(got.error.details) == 20
+    assert all(len(line) < 600 for line in got.error.details)
+    assert len(decode(encode(Refused("x" * 10**6))).action) < 600
+
+
+def test_a_stream_of_lines_each_under_the_cap_but_one_over_it_is_refused_before_parsing():
+    reader, limit = LineReader(), MAX_MESSAGE_BYTES["cpu"]
+    with pytest.raises(ProtocolError):
+        reader.feed(b"[" * (limit + 1) + b"\n" + encode(Ready(3)))

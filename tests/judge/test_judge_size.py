@@ -1,6 +1,6 @@
-"""The judge stays small next to the course it grades: its cases are the content; the machinery around them
-(everything in pagedkv_lib/judge/ but cases/) reads top to bottom, and one grading call goes through few of
-its files."""
+"""The judge's structure stays simple: one grading call in the parent goes through few of its files (the
+machinery around the cases, which are the content). Its size in lines is not bounded: code is written plainly,
+never compressed to meet a count."""
 from __future__ import annotations
 
 import json
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 JUDGE = Path(__file__).resolve().parents[2] / "pagedkv_lib" / "judge"
-MAX_LINES, MAX_FILES = 1800, 10     # the bound set when it was rebuilt (3,084 lines before)
+MAX_FILES = 10
 TRACE = """
 import json, sys
 from pathlib import Path
@@ -30,11 +30,6 @@ code = cli.main(sys.argv[2:])
 sys.setprofile(None)
 print(json.dumps([code, sorted(seen)]))
 """
-
-
-def test_the_judges_machinery_stays_small():
-    lines = {p.name: len(p.read_text().splitlines()) for p in JUDGE.glob("*.py")}
-    assert sum(lines.values()) <= MAX_LINES, sorted(lines.items(), key=lambda kv: -kv[1])
 
 
 @pytest.mark.slow

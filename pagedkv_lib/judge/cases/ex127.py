@@ -30,8 +30,9 @@ import torch
 from pagedkv_lib.judge.outcome import Outcome
 
 from . import Case
-from .script import compare_steps, run_script
+from .script import compare_steps, run_script, wrong_class_hint
 
+MAY_RAISE = {"free": ValueError, "free_ids": ValueError}    # the classes, taken before any submission loads
 KEYS = ("raised", "ret", "same_object", "arg", "tables", "refs", "num_free", "kv")
 
 
@@ -95,7 +96,7 @@ def run(ns, case: Case) -> dict:
             snap["kv"] = kv_cache.clone()
         return snap
 
-    return run_script(case.args["ops"], apply, snapshot, may_raise=("free", "free_ids"))
+    return run_script(case.args["ops"], apply, snapshot, may_raise=MAY_RAISE)
 
 
 def render(op, step) -> str:
@@ -131,6 +132,8 @@ def _hints(ops, steps):
     def hint(i: int, key: str, e: dict, g: dict) -> str:
         kind, before = ops[i][0], steps[i - 1] if i else {}
         if key == "raised":
+            if wrong_class_hint(g.get("raised")):
+                return wrong_class_hint(g.get("raised"))
             if e.get("raised") and not g.get("raised"):
                 return "a double free (a block with no reference left) must raise ValueError"
             return "raise ValueError, and only for a double free" if e.get("raised") else \

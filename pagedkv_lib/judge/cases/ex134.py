@@ -32,13 +32,14 @@ import random
 import torch
 
 from pagedkv_lib.judge.cases.compare import show
-from pagedkv_lib.judge.outcome import Outcome
+from pagedkv_lib.judge.outcome import Outcome, clip
 
 from . import Case, fresh, observe
 from .ex124 import split_qkv
 
 FP8 = torch.float8_e4m3fn
 FP8_MAX = 448.0
+_VALUE_ERROR = ValueError     # the class, taken before any submission loads: an instance of it is the promise
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 SATURATION = [448.0, 449.0, 460.0, 465.0, 500.0, 1000.0, 240.0, 300.0, 447.0, 0.3]   # x / scale, each +-
 STORE = [  # name, N, S, H_kv, D, slot_mapping, dtype, qkv slices, k_scale, v_scale, values
@@ -192,16 +193,20 @@ def run(ns, case: Case) -> dict:
         try:
             ns["store_kvcache_fp8"](key, value, a["k_cache"].view(FP8), a["v_cache"].view(FP8),
                                     a["slot_mapping"], k_scale=a["k_scale"], v_scale=a["v_scale"])
-        except ValueError as exc:
-            raised = f"ValueError: {exc}"[:300]
+        except Exception as exc:
+            if not issubclass(type(exc), _VALUE_ERROR):       # another error: the case's runtime error
+                raise
+            raised = clip(f"ValueError: {exc}", 300)
         return {"raised": raised, "caches": observe([a["k_cache"], a["v_cache"]]),
                 "inputs": observe([a["qkv"], a["slot_mapping"]])}
     out = None
     try:
         out = ns["gather_kv_dequant"](a["cache"].view(FP8), a["block_table"], a["context_len"], a["scale"],
                                       DTYPES[a["dtype"]])
-    except ValueError as exc:
-        raised = f"ValueError: {exc}"[:300]
+    except Exception as exc:
+        if not issubclass(type(exc), _VALUE_ERROR):
+            raise
+        raised = clip(f"ValueError: {exc}", 300)
     return {"raised": raised, "out": observe(out), "inputs": observe([a["cache"], a["block_table"]])}
 
 

@@ -35,8 +35,9 @@ from pagedkv_lib.core.block_pool import BlockPool
 from pagedkv_lib.judge.outcome import Outcome
 
 from . import Case
-from .script import compare_steps, run_script
+from .script import compare_steps, run_script, wrong_class_hint
 
+MAY_RAISE = {"unlock": ValueError, "insert_bad": ValueError}   # taken before any submission loads
 KEYS = ("raised", "ret", "tree", "root_lock_ref", "free", "refs", "sizes")
 MISSING = {"__opaque__": "missing attribute"}
 
@@ -111,7 +112,7 @@ def run(ns, case: Case) -> dict:
         return {"tree": _tree(cache), "root_lock_ref": getattr(root, "lock_ref", MISSING),
                 "free": list(pool.free_block_ids), "refs": list(pool.ref_counts), "sizes": sizes}
 
-    return run_script(case.args["ops"], apply, snapshot, may_raise=("unlock", "insert_bad"))
+    return run_script(case.args["ops"], apply, snapshot, may_raise=MAY_RAISE)
 
 
 def render(op, step) -> str:
@@ -168,6 +169,8 @@ def _hints(case_name: str, ops):
                 any(MISSING in row.values() for row in rows):
             return ("keep the attributes the judge reads: root_node, and each node's key, value, children, "
                     "lock_ref")
+        if key == "raised" and wrong_class_hint(g.get("raised")):
+            return wrong_class_hint(g.get("raised"))
         if key == "raised" and kind == "unlock":
             return ("dec_lock_ref raises ValueError when a node on the path (the node up to the root) holds "
                     "no lock, and then changes nothing")

@@ -2,9 +2,11 @@
 
 `run_script` applies the ops to a fresh state built from the graded names and records, after each op,
 its return value and a snapshot of everything the contract makes observable. Exceptions end the script
-(recorded as the step's error), except on ops that may raise by contract, where the exception type is
-recorded and the script goes on. `compare_steps` finds the first step where the submission and the oracle
-differ and shows the ops so far, expected vs got, and the hint for that key.
+(recorded as the step's error), except on ops that may raise by contract, where what was raised is recorded
+and the script goes on: the promised class's name when the exception is an instance of that class (the class
+object itself, taken when the case module was imported, before the submission: a class merely named
+ValueError is not one), else its own qualified name. `compare_steps` finds the first step where the
+submission and the oracle differ and shows the ops so far, expected vs got, and the hint for that key.
 """
 from __future__ import annotations
 
@@ -18,8 +20,10 @@ from . import observe
 _NOT_CONTRACT = (NotImplementedError, MemoryError, RecursionError, ForbiddenCall)
 
 
-def run_script(ops, apply, snapshot, may_raise=()) -> dict:
-    """{"steps": [...]}, step i {"ret": ..., **snapshot}, {"raised": name, **snapshot} or {"error": ...}."""
+def run_script(ops, apply, snapshot, may_raise=None) -> dict:
+    """{"steps": [...]}, step i {"ret": ..., **snapshot}, {"raised": name, **snapshot} or {"error": ...};
+    `may_raise`: {op name: the exception class its contract promises}."""
+    may_raise = may_raise or {}
     state, steps = {}, []
     for op in ops:
         try:
@@ -28,13 +32,33 @@ def run_script(ops, apply, snapshot, may_raise=()) -> dict:
             except Exception as exc:
                 if op[0] not in may_raise or isinstance(exc, _NOT_CONTRACT):
                     raise
-                step = {"raised": type(exc).__name__}
+                step = {"raised": raised(exc, may_raise[op[0]])}
             step.update(snapshot(state, op))
         except BaseException as exc:
             steps.append({"error": Outcome.of_exception(exc).to_dict()})
             break
         steps.append(step)
     return {"steps": steps}
+
+
+def raised(exc: BaseException, promised: type) -> str:
+    """`promised.__name__` when `exc` is an instance of `promised` (as `except promised` decides: by its
+    type's real bases), else the qualified name of what it is, saying that it is not one."""
+    kind = type(exc)
+    if issubclass(kind, promised):
+        return promised.__name__
+    return f"{kind.__module__}.{kind.__qualname__}, not a {promised.__name__}"
+
+
+def wrong_class_hint(got_raised) -> str:
+    """The hint for a step that raised a class NAMED as the promised one but not it ("" for any other)."""
+    if not (isinstance(got_raised, str) and ", not a " in got_raised):
+        return ""
+    what, promised = got_raised.split(", not a ", 1)
+    if what.rpartition(".")[2] != promised:
+        return ""
+    return (f"raise the builtin {promised} (or a subclass of it): {what} is another class, whatever its "
+            f"name, and a caller's `except {promised}` does not catch it")
 
 
 def compare_steps(ops, expected: dict, got: dict, keys, render, hint, trail=None):

@@ -48,7 +48,7 @@ ADVERSARIAL = {
                                                               "    hog.append(bytearray(100 * 2**20))"), {MLE, TLE}),
     "fills_memory_slowly_past_the_time_limit": (122, in_body("import time\nhog = []\nwhile True:\n"
                                                              "    hog.append(bytearray(20 * 2**20))\n    time.sleep(0.05)"),
-                                                {TLE}),   # the deadline passes before the cap: a time limit
+                                                {MLE, TLE}),   # little CPU: the cap, or the wall-clock backstop
     "floods_stdout": (122, in_body("while True:\n    print('x' * 1000)"), {RE}),
     "floods_stderr_then_answers": (122, in_body("import sys\nsys.stderr.write('y' * 10**7)"), {RE}),
     "prints_a_fake_verdict": (122, in_body("print('20/20 passed: PASSED')\nreturn []"), {WA}),

@@ -1,0 +1,210 @@
+"""What the parent guarantees, whatever a child sends: bounded memory and time (a flooded or busy channel),
+strict messages (no NaN reaches --json), CPU time as the measure of a case (a stopped child passes, a busy
+one is a time limit), and reports that quote a submission escaped and clipped. The floods are in
+plants/floods.py; benchmarks/bench_judge_hostile.py measures the parent under the worst of them."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from plants.adversarial import ADVERSARIAL, in_body
+from plants.floods import FLOODS
+
+from pagedkv_lib.judge import cli, report
+from pagedkv_lib.judge.grading import Limits, grade
+from pagedkv_lib.judge.supervisor import WALL_FACTOR, ProcessTree
+
+ROOT = Path(__file__).resolve().parents[2]
+LIMITS = Limits(time_limit_s=1.0, import_limit_s=3.0, total_limit_s=6.0, memory_limit_mb=768)
+STARTUP_S = 6.0
+WORST_S = WALL_FACTOR * (LIMITS.import_limit_s + LIMITS.total_limit_s) + 3 * STARTUP_S
+SOLUTION_122 = (ROOT / "solutions" / "122_slot_mapping.py").read_text()
+
+
+def written(tmp_path, names, sources) -> list:
+    paths = []
+    for name in names:
+        path = tmp_path / f"{name}.py"
+        path.write_text(sources[name][1])
+        paths.append(path)
+    return paths
+
+
+@pytest.mark.parametrize("isolation", ["fork", "bwrap"])
+def test_every_flood_ends_in_its_verdict_in_bounded_time(isolation, tmp_path, capfd):
+    from pagedkv_lib.judge import isolation as iso
+
+    if isolation == "bwrap" and iso.bwrap_path() is None:
+        pytest.skip("bwrap is missing or cannot sandbox here (.ci/run installs it)")
+    names = list(FLOODS)
+    results = grade(122, written(tmp_path, names, FLOODS), limits=LIMITS, jobs=2, isolation=isolation)
+    for name, result in zip(names, results, strict=True):
+        failure = result.load or (result.first_failure and result.first_failure.outcome)
+        assert result.verdict in FLOODS[name][2], f"{name}: {result.verdict}: {failure}"
+        assert result.duration_s < WORST_S, f"{name} took {result.duration_s:.1f} s"
+        assert len(report.text(result)) < 20_000, name
+        assert "\x1b" not in report.text(result), name
+    out, err = capfd.readouterr()
+    assert "\x1b" not in out + err
+
+
+GRADER = """
+import json, resource, sys, time
+from pagedkv_lib.judge.grading import Limits, grade
+t0 = time.monotonic()
+(result,) = grade(122, [sys.argv[1]], limits=Limits(time_limit_s=1.0, import_limit_s=3.0, total_limit_s=6.0),
+                  isolation=sys.argv[2])
+print(json.dumps([result.verdict, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, time.monotonic() - t0]))
+"""
+
+
+def test_a_flooded_result_channel_costs_the_parent_bounded_memory(tmp_path):
+    """Today's caps: 8 MiB a message, 32 MiB a stream (CPU cases); the parent's own peak stays near a grading
+    of a correct file (torch dominates), far from the gigabytes an unbounded reader reaches."""
+    (flood,) = written(tmp_path, ["floods_the_result_channel"], FLOODS)
+    good = tmp_path / "good.py"
+    good.write_text(SOLUTION_122)
+    peaks = {}
+    for path in (good, flood):
+        done = subprocess.run([sys.executable, "-c", GRADER, str(path), "fork"], cwd=ROOT, text=True,
+                              capture_output=True, timeout=300)
+        verdict, peaks[path.name], _ = json.loads(done.stdout.strip().splitlines()[-1])
+    assert verdict == "runtime error", peaks
+    assert peaks[flood.name] < peaks[good.name] + 200 * 1024, peaks          # KiB
+
+
+def test_json_output_is_strict_json_whatever_the_child_sent(tmp_path, capsys):
+    (nan,) = written(tmp_path, ["sends_nan_times"], FLOODS)
+    assert cli.main(["122", str(nan), "--json", "--no-sandbox"]) == 1
+    text = capsys.readouterr().out
+
+    def refuse(word):
+        raise ValueError(f"not JSON: {word}")
+
+    data = json.loads(text, parse_constant=refuse)
+    assert data["verdict"] == "runtime error"
+    assert all(c["time_s"] is None or c["time_s"] >= 0 for c in data["cases"])
+
+
+def test_report_and_csv_show_control_characters_escaped_and_quote_little(tmp_path):
+    names = ["prints_and_raises_escapes", "refused_with_an_8_mb_path", "raises_with_a_huge_message"]
+    results = grade(122, written(tmp_path, names, FLOODS), limits=LIMITS, jobs=2, isolation="fork")
+    escapes = report.text(results[0])
+    assert "\x1b" not in escapes and "\\x1b[2J" in escapes and "\\x1b]0;owned\\x07" in escapes
+    assert "all cases PASSED\\r" in escapes
+    for result in results[1:]:
+        assert len(report.text(result)) < 20_000
+    rows = list(csv.reader(io.StringIO(report.to_csv(results))))      # csv's default field limit: 128 KiB
+    assert len(rows) == 4 and all(len(cell) < 2000 for row in rows for cell in row)
+    assert not any(ch in cell for row in rows for cell in row for ch in "\x1b\r\n")
+
+
+def test_a_file_name_with_a_newline_adds_no_row_to_the_batch_table(tmp_path):
+    forged = tmp_path / "x.py\nall_correct.py     19 of 19  passed.py"
+    forged.write_text(SOLUTION_122.replace("+ p % block_size for p", "+ 1 for p"))
+    plain = tmp_path / "plain.py"
+    plain.write_text(SOLUTION_122)
+    results = grade(122, [forged, plain], limits=LIMITS, jobs=2, isolation="fork")
+    table = report.batch_table(results).splitlines()
+    assert len(table) == 2 + len(results), table
+    assert "\\n" in table[1] and "wrong answer" in table[1]
+    assert "\n" not in report.to_csv(results).splitlines()[1]
+
+
+def test_a_stopped_child_passes_on_cpu_time_and_a_busy_one_is_a_time_limit(tmp_path):
+    """SIGSTOP for longer than a case's limit (a machine too busy to run it): the wall clock passes the limit,
+    the CPU does not, and the verdict is the one an idle machine gives."""
+    slow = tmp_path / "slow.py"                               # a correct answer, 0.05 s of sleep per case
+    slow.write_text(in_body("import time\ntime.sleep(0.05)"))
+    busy = tmp_path / "busy.py"
+    busy.write_text(ADVERSARIAL["infinite_loop"][1])
+    stopped_s = 2.5 * LIMITS.time_limit_s
+    assert stopped_s < WALL_FACTOR * LIMITS.time_limit_s
+
+    def stop_the_child_once(seen):
+        deadline = time.monotonic() + 60
+        while not seen and time.monotonic() < deadline:
+            seen += [p for p in children_of(os.getpid()) if p not in before]
+            time.sleep(0.01)
+        time.sleep(0.3)
+        os.kill(seen[0], signal.SIGSTOP)
+        time.sleep(stopped_s)
+        os.kill(seen[0], signal.SIGCONT)
+
+    before, seen = set(children_of(os.getpid())), []
+    stopper = threading.Thread(target=stop_the_child_once, args=(seen,))
+    stopper.start()
+    t0 = time.monotonic()
+    (passed,) = grade(122, [slow], limits=LIMITS, isolation="fork")
+    stopper.join()
+    assert time.monotonic() - t0 > stopped_s
+    assert passed.ok, (passed.verdict, passed.load, passed.first_failure)
+    (looped,) = grade(122, [busy], limits=LIMITS, isolation="fork")
+    assert looped.verdict == "time limit" and "of CPU" in looped.first_failure.outcome.message
+
+
+def children_of(pid: int) -> list[int]:
+    found = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+def test_the_process_tree_counts_the_cpu_of_descendants():
+    """A shell whose grandchild burns CPU: the tree under the shell holds it (as bwrap holds the child)."""
+    loop = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.6: pass"
+    burn = f"{sys.executable} -c '{loop}'"
+    shell = subprocess.Popen(["sh", "-c", f"sh -c \"{burn}\"; sleep 30"])
+    try:
+        tree, most = ProcessTree(shell.pid), 0.0
+        deadline = time.monotonic() + 60
+        while most < 0.5 and time.monotonic() < deadline:
+            most = max(most, tree.cpu_seconds())
+            time.sleep(0.1)
+        assert most >= 0.5
+    finally:
+        shell.kill()
+        shell.wait()
+
+
+def test_a_pass_says_once_that_it_printed_and_a_failure_quotes_it(tmp_path):
+    chatty = tmp_path / "chatty.py"
+    chatty.write_text(in_body("print('debugging', positions)"))
+    wrong = tmp_path / "wrong.py"
+    wrong.write_text(in_body("print('debugging', positions)").replace("+ p % block_size for p", "+ 1 for p"))
+    ok, failed = grade(122, [chatty, wrong], limits=LIMITS, jobs=2, isolation="fork")
+    passed_text = report.text(ok)
+    assert passed_text.count("It printed") == 1 and "debugging" not in passed_text
+    assert "debugging" in report.text(ok, verbose=True)
+    assert "| debugging [0, 1, 2" in report.text(failed)
+
+
+def test_without_proc_the_limits_are_the_wall_clocks(tmp_path, monkeypatch):
+    """Where /proc is missing (macOS: forks only), no CPU can be read: each limit is then on the wall clock,
+    as long as the limit itself, and a correct file still passes."""
+    from pagedkv_lib.judge import supervisor
+
+    monkeypatch.setattr(supervisor, "HAVE_PROC", False)
+    monkeypatch.setattr(supervisor, "BACKSTOP", 1)
+    monkeypatch.setattr(supervisor.ProcessTree, "cpu_seconds", lambda self: 0.0)
+    good = tmp_path / "good.py"
+    good.write_text(SOLUTION_122)
+    busy = tmp_path / "busy.py"
+    busy.write_text(ADVERSARIAL["infinite_loop"][1])
+    ok, looped = grade(122, [good, busy], limits=LIMITS, jobs=2, isolation="fork")
+    assert ok.ok, (ok.verdict, ok.first_failure)
+    assert looped.verdict == "time limit"
+    assert f"no answer after {LIMITS.time_limit_s:g} s on the clock" in looped.first_failure.outcome.message
