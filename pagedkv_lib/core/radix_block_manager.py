@@ -34,7 +34,7 @@ from __future__ import annotations
 from .block_pool import BlockPool
 from .radix_cache import RadixCache, TreeNode
 from .sequence import Sequence, SequenceStatus
-from .validation import check_positive_int
+from .validation import check_no_lookahead, check_positive_int
 
 
 class RadixBlockManager:
@@ -136,21 +136,14 @@ class RadixBlockManager:
 
     def can_append(self, seq: Sequence, num_lookahead_tokens: int = 0) -> bool:
         """BlockManager's interface; lookahead slots (speculative decoding) are the hash chain's only."""
-        _no_lookahead(num_lookahead_tokens)
+        check_no_lookahead(num_lookahead_tokens)
         self._release_duplicates()
         return self.num_free_blocks >= ((len(seq) - 1) % self.block_size == 0)
 
     def may_append(self, seq: Sequence, num_lookahead_tokens: int = 0) -> None:
-        _no_lookahead(num_lookahead_tokens)
+        check_no_lookahead(num_lookahead_tokens)
         self._release_duplicates()
         if (len(seq) - 1) % self.block_size == 0:
             (block,) = self._take(1)
             seq.block_table.append(block)
             self.private[seq.seq_id].append(block)
-
-
-def _no_lookahead(num_lookahead_tokens: int) -> None:
-    if num_lookahead_tokens != 0:
-        raise ValueError(f"num_lookahead_tokens: expected 0 (speculative decoding runs on the hash-chain "
-                         f"BlockManager, whose rollback.truncate releases draft blocks), "
-                         f"got {num_lookahead_tokens!r}")

@@ -61,3 +61,12 @@ def check_block_table(
         bad = [b for b in valid if b >= num_blocks]
         if bad:
             raise ValueError(f"{name}: block id {bad[0]} out of range for {num_blocks} blocks")
+
+
+def check_no_lookahead(num_lookahead_tokens: int) -> None:
+    """For a block manager without speculative decoding: lookahead slots only on the hash-chain BlockManager,
+    whose rollback.truncate releases the draft blocks."""
+    if num_lookahead_tokens != 0:
+        raise ValueError(f"num_lookahead_tokens: expected 0 (speculative decoding runs on the hash-chain "
+                         f"BlockManager, whose rollback.truncate releases draft blocks), "
+                         f"got {num_lookahead_tokens!r}")

@@ -25,6 +25,8 @@ class Exercise:
     notebook: str                     # "NN title" of the notebook that teaches it
     oracle: dict                      # graded name -> "module:attr" of the library object checked against
     forbidden: tuple = ()             # more "module:attr" a submission may not call (they would do the work)
+    statement: tuple = ()             # those of `forbidden` that its notebook shows as the exercise's
+                                      # statement (a puzzle's PyTorch spec): closed to a submission still
     closed: tuple = ()                # more library modules never in its sandbox (harness.py: they could
                                       # do the graded work too)
     time_limit_s: float = 2.0         # per case
@@ -33,6 +35,12 @@ class Exercise:
     devices: tuple = ("cpu",)         # case sets: cases.exNNN.build(seed, device) for each of these
     triton: bool = False              # a Triton exercise: the interpreter on "cpu", native on "cuda"
     reference: tuple = ()             # "module:attr" that show_reference prints once passed (default: oracle)
+
+    def __post_init__(self):
+        shown_only = sorted(set(self.statement) - set(self.forbidden))
+        if shown_only:
+            raise ValueError(f"exercise {self.id}: statement {shown_only} is not in forbidden (what a "
+                             "notebook shows is still closed to a submission)")
 
     @property
     def filename(self) -> str:

@@ -20,6 +20,7 @@ from __future__ import annotations
 from pagedkv_lib.core.block_manager import BlockManager
 from pagedkv_lib.core.kv_cache_coordinator import KVCacheCoordinator, block_hashes
 from pagedkv_lib.core.sequence import Sequence
+from pagedkv_lib.core.validation import check_no_lookahead
 from pagedkv_lib.studies.hybrid_memory import HYBRID_MODELS, layer_groups, page_bytes
 from pagedkv_lib.studies.memory import GiB
 from pagedkv_lib.studies.prefix_cache_comparison import ReplayStats, chat_turns, serve
@@ -56,12 +57,14 @@ class HybridBlockManager:
         self.coordinator.cache_blocks(key, hashes, len(seq))
         self.hashes[key] = hashes
 
-    def can_append(self, seq: Sequence) -> bool:
+    def can_append(self, seq: Sequence, num_lookahead_tokens: int = 0) -> bool:
+        check_no_lookahead(num_lookahead_tokens)
         key = str(seq.seq_id)
         self.coordinator.remove_skipped_blocks(key, len(seq) - 1)    # all but the new token are computed
         return self.coordinator.num_blocks_to_allocate(key, len(seq)) <= self.coordinator.pool.num_free()
 
-    def may_append(self, seq: Sequence) -> None:
+    def may_append(self, seq: Sequence, num_lookahead_tokens: int = 0) -> None:
+        check_no_lookahead(num_lookahead_tokens)
         key = str(seq.seq_id)
         self.coordinator.allocate_slots(key, len(seq))
         if len(seq) % self.block_size == 0:                              # the token fills a block

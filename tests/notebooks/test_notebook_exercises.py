@@ -35,7 +35,8 @@ def graded() -> tuple[set, dict, dict]:
     hidden, functions, classes = set(), {}, {}
     for exercise in registry.EXERCISES.values():
         for target in (*exercise.oracle.values(), *exercise.forbidden):
-            hidden.add(target.partition(":")[2])
+            if target not in exercise.statement:      # a puzzle's spec is its statement: shown on purpose
+                hidden.add(target.partition(":")[2])
         hidden.update(exercise.oracle)
         for name, target in exercise.oracle.items():
             obj = registry.resolve(target)

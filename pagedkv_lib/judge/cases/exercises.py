@@ -100,6 +100,7 @@ CARDS = (
          {f"{p}_triton": f"{_KT}:{p}_reference" for p in _PUZZLES},
          forbidden=tuple(f"{_KT}:{n}" for p in _PUZZLES
                          for n in (f"{p}_triton", f"_{p}_kernel", f"{p}_spec")),
+         statement=tuple(f"{_KT}:{p}_spec" for p in _PUZZLES),
          time_limit_s=20.0, devices=("cpu", "cuda"), triton=True,
          reference=tuple(f"{_KT}:{n}" for p in _PUZZLES for n in (f"_{p}_kernel", f"{p}_triton"))),
     card(136, "radix_cache", "Radix cache", "hard", "15 RadixAttention",
