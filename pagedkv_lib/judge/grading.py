@@ -147,6 +147,11 @@ def grade(exercise_id, submissions, *, seed: int = 0, device: str = "cpu", limit
     subs = [s if isinstance(s, Submission) else Submission(str(s), os.path.abspath(s)) for s in submissions]
     sandbox = BWRAP if isolation != FORK and bwrap_path() is not None else FORK     # a notebook's code: fork
     runs = [Result(exercise.id, exercise.title, s, seed, device, sandbox if s.path else FORK) for s in subs]
+    torch = sys.modules.get("torch")
+    cuda_started = torch is not None and torch.cuda.is_initialized()
+    if device == "cuda" and cuda_started and FORK in (r.mode for r in runs):
+        raise RuntimeError("CUDA is already started in this process, and a forked child cannot use it: grade "
+                           "on the GPU from a fresh process (python practice/judge.py ID --device cuda)")
     if exercise.triton and "triton" not in sys.modules:   # a fork inherits Triton's mode, chosen at import
         os.environ["TRITON_INTERPRET"] = "1" if device == "cpu" else "0"
     queue = deque((run, 0) for run in runs)           # (run, the case its next child starts from)

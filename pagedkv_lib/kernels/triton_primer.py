@@ -28,6 +28,7 @@ import torch
 
 from pagedkv_lib.core.validation import check_tensor
 
+from . import backend
 from .backend import MISSING_TRITON
 
 try:
@@ -278,7 +279,7 @@ def gpu_dot_rule(minimum: int = DOT_MIN):
     from triton.runtime import interpreter
 
     fns = getattr(getattr(interpreter, "interpreter_builder", None), "codegen_fns", None)
-    if not isinstance(fns, dict) or "min_dot_size" not in fns:
+    if not backend.is_interpreted() or not isinstance(fns, dict) or "min_dot_size" not in fns:
         yield None
         return
     before, dots = fns["min_dot_size"], [0]

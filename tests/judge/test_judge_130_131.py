@@ -5,7 +5,10 @@ GPU machine (the judge runs the submissions' kernels in the interpreter for the 
 """
 from __future__ import annotations
 
+import json
 import runpy
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -16,7 +19,7 @@ from pagedkv_lib.judge import judge
 from pagedkv_lib.judge.cases import ex130, ex131, kernel_harness
 from pagedkv_lib.judge.cases.attention_cases import LOOP_NEVER_RAN
 from pagedkv_lib.judge.grading import grade
-from pagedkv_lib.judge.registry import get
+from pagedkv_lib.judge.registry import ROOT, get
 
 CASES = {130: ex130, 131: ex131}
 
@@ -114,12 +117,12 @@ def test_131_tl_dot_under_16_rows_is_refused_on_the_cpu_and_passes_where_a_gpu_c
     assert cpu.verdict == "runtime error" and "at least 16" in failure.outcome.hint, failure
     if not torch.cuda.is_available():
         pytest.skip("no CUDA: the GPU half runs on a GPU machine")
-    (gpu,) = grade(131, [path], device="cuda")
+    gpu = judge_on_the_gpu(131, path)
     if tuple(int(v) for v in version("triton").split(".")[:2]) >= (3, 5):
-        assert gpu.ok, gpu.first_failure
+        assert gpu["verdict"] == "passed", gpu
     else:
-        failure = gpu.first_failure
-        assert gpu.verdict == "runtime error" and "at least 16" in failure.outcome.hint, failure
+        failure = next(c for c in gpu["cases"] if c["verdict"] != "passed")
+        assert gpu["verdict"] == "runtime error" and "at least 16" in failure["hint"], failure
 
 
 def test_131_a_row_of_one_key_left_nan_is_counted_and_told_its_loop_never_ran():
@@ -156,6 +159,16 @@ def test_130_the_cpu_report_names_the_clause_only_the_gpu_cases_check():
     assert any(c.name == f"cuda/{ex130.HUGE[0]}" for c in ex130.build(0, "cuda"))
 
 
+def judge_on_the_gpu(exercise_id: int, *paths):
+    """`judge.py ID PATH... --device cuda --json` in a fresh process (earlier tests may have started CUDA in
+    this one, and a forked child cannot use it then): the report of one path, or the list of several."""
+    argv = [sys.executable, str(ROOT / "judge.py"), str(exercise_id), *map(str, paths), "--device", "cuda",
+            "--json", "--no-sandbox"]
+    done = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert done.returncode in (0, 1), done.stderr
+    return json.loads(done.stdout)
+
+
 INT32_SLOT = ("    slot = tl.load(slot_mapping_ptr + token).to(tl.int64)           # read 1 index",
               "    slot = tl.load(slot_mapping_ptr + token)")
 
@@ -169,8 +182,17 @@ def test_130_slots_past_2_31_elements_pass_in_int64_and_fail_in_int32_on_a_gpu(t
     assert source.count(INT32_SLOT[0]) == 1
     int32 = tmp_path / "130_int32_offsets.py"
     int32.write_text(source.replace(*INT32_SLOT))
-    good, bad = grade(130, [get(130).solution_path, int32], device="cuda")
+    good, bad = judge_on_the_gpu(130, get(130).solution_path, int32)
     huge = f"cuda/{ex130.HUGE[0]}"
-    assert next(c for c in good.cases if c.name == huge).verdict == "passed", good.first_failure
-    failed = next(c for c in bad.cases if c.name == huge)
-    assert failed.verdict != "passed" and "int64" in f"{failed.outcome.message} {failed.outcome.hint}", failed
+    passed = next(c for c in good["cases"] if c["name"] == huge)
+    assert passed["verdict"] == "passed", passed
+    failed = next(c for c in bad["cases"] if c["name"] == huge)
+    assert failed["verdict"] != "passed" and "int64" in f"{failed['message']} {failed['hint']}", failed
+
+
+def test_grading_on_the_gpu_in_forks_after_cuda_started_says_to_use_a_fresh_process(monkeypatch):
+    """A forked child cannot use CUDA once its parent started it (a notebook that ran a kernel on the GPU):
+    the judge says so before it grades, instead of a runtime error in every case."""
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    with pytest.raises(RuntimeError, match="fresh process"):
+        grade(130, [get(130).solution_path], device="cuda", isolation="fork")
