@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from plants.adversarial import ADVERSARIAL, in_body
 from plants.floods import FLOODS
+from test_judge_verdicts import children_of
 
 from pagedkv_lib.judge import cli, report
 from pagedkv_lib.judge.grading import Limits, grade
@@ -150,17 +151,6 @@ def test_a_stopped_child_passes_on_cpu_time_and_a_busy_one_is_a_time_limit(tmp_p
     assert passed.ok, (passed.verdict, passed.load, passed.first_failure)
     (looped,) = grade(122, [busy], limits=LIMITS, isolation="fork")
     assert looped.verdict == "time limit" and "of CPU" in looped.first_failure.outcome.message
-
-
-def children_of(pid: int) -> list[int]:
-    found = []
-    for entry in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            if int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                found.append(int(entry))
-        except OSError:
-            continue
-    return found
 
 
 def test_the_process_tree_counts_the_cpu_of_descendants():
