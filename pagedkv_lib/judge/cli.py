@@ -202,10 +202,13 @@ def course_order() -> list:
 
 
 def list_text() -> str:
-    rows = [f"{'id':>3}  {'notebook':<36} {'title':<36} {'difficulty':<10} status"]
-    for ex in course_order():
+    exercises = course_order()
+    nb = max(len("notebook"), *(len(ex.notebook) for ex in exercises))       # columns as wide as their text
+    title = max(len("title"), *(len(ex.title) for ex in exercises))
+    rows = [f"{'id':>3}  {'notebook':<{nb}}  {'title':<{title}}  {'difficulty':<10} status"]
+    for ex in exercises:
         state = status.describe(ex.id)
-        rows.append(f"{ex.id:>3}  {ex.notebook:<36} {ex.title:<36} {ex.difficulty:<10} {state}")
+        rows.append(f"{ex.id:>3}  {ex.notebook:<{nb}}  {ex.title:<{title}}  {ex.difficulty:<10} {state}")
     return "\n".join(rows)
 
 

@@ -332,3 +332,13 @@ def _parent_of(entry: Path) -> int | None:
         return int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
     except (OSError, IndexError, ValueError):
         return None
+
+
+def test_judge_cli_list_columns_line_up_whatever_the_longest_notebook_title(capsys):
+    """Each column is as wide as its longest entry: every row's title and difficulty start under their
+    headings (notebook 20's title is longer than the rest)."""
+    assert cli.main(["--list"]) == 0
+    header, *rows = capsys.readouterr().out.splitlines()
+    for exercise, row in zip(cli.course_order(), rows, strict=True):
+        assert row.index(exercise.title, header.index("title")) == header.index("title"), row
+        assert row.index(exercise.difficulty, header.index("difficulty")) == header.index("difficulty"), row
