@@ -51,6 +51,15 @@ def rejected_here() -> bool:
     return done.stdout.strip().endswith("1")
 
 
+def dots_counted_here() -> bool:
+    """Whether this Triton's interpreter lets the judge count tl.dot calls (triton_primer.gpu_dot_rule
+    yields a count from 3.3 on; before, it yields None and 135's "uses tl.dot" clause goes unchecked)."""
+    from pagedkv_lib.kernels.triton_primer import gpu_dot_rule
+
+    with gpu_dot_rule() as dots:
+        return dots is not None
+
+
 def check_plants(exercise_id: int, results, seed: int) -> None:
     """Each plant: not passed, its verdict, caught first by a fixed case, its hint words in the report, and
     no other plant's words (of another cause) in its hint."""
@@ -60,6 +69,9 @@ def check_plants(exercise_id: int, results, seed: int) -> None:
         where = f"{exercise_id}/{name} at seed {seed}"
         if plant.interpreter_only and not rejected_here():
             assert result.ok, f"{where}: valid where this Triton accepts it, yet {result.verdict}"
+            continue
+        if plant.counts_dots and not dots_counted_here():
+            assert result.ok, f"{where}: this interpreter counts no tl.dot, yet {result.verdict}"
             continue
         assert not result.ok and failure is not None, f"{where}: the judge missed it"
         outcome = result.load or failure.outcome

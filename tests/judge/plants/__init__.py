@@ -1,12 +1,13 @@
 """Submissions the judge must reject, each with the verdict and the hint it must give.
 
-- exNNN.py: the planted bugs of exercise NNN, PLANTS[name] = Plant(edits, verdict, hint[, interpreter_only]):
-  a copy of the reference solution with one classic mistake. `edits` are (text in the solution, its buggy
-  replacement) pairs, each text occurring exactly once in the solution, or (text, replacement, n) for a text
-  that occurs n times, all replaced (the test says so when a solution changes). Every clause of a contract
-  has a plant that breaks it alone, and every hint a case module gives has a plant that gets it; `hint`
-  holds words the first failing case's hint (or message) must contain, and two plants with different hint
-  words name different causes. test_judge_plants.py runs them all.
+- exNNN.py: the planted bugs of exercise NNN,
+  PLANTS[name] = Plant(edits, verdict, hint[, interpreter_only, counts_dots]): a copy of the reference
+  solution with one classic mistake. `edits` are (text in the solution, its buggy replacement) pairs, each
+  text occurring exactly once in the solution, or (text, replacement, n) for a text that occurs n times, all
+  replaced (the test says so when a solution changes). Every clause of a contract has a plant that breaks it
+  alone, and every hint a case module gives has a plant that gets it; `hint` holds words the first failing
+  case's hint (or message) must contain, and two plants with different hint words name different causes.
+  test_judge_plants.py runs them all.
 - hostile.py: submissions that reach outside their process (processes, files, native code, sockets);
   adversarial.py: submissions that hang, crash, exit, hog memory or flood output.
 """
@@ -24,6 +25,7 @@ class Plant(NamedTuple):
     verdict: str
     hint: str
     interpreter_only: bool = False    # valid Triton that only some interpreters reject: elsewhere it passes
+    counts_dots: bool = False         # seen only where the interpreter counts tl.dot calls (triton >= 3.3)
 
 
 BUGS = {int(p.stem[2:]): importlib.import_module(f"plants.{p.stem}").PLANTS

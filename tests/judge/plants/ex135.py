@@ -82,7 +82,7 @@ PLANTS = {
     'scores_without_tl_dot': Plant([
         ('    s = tl.dot(q.to(tl.float32), tl.trans(k.to(tl.float32)))          # [BLOCK_M, BLOCK_N]\n',
          '    s = tl.sum(q.to(tl.float32)[:, None, :] * k.to(tl.float32)[None, :, :], axis=2)\n'),
-    ], WA, 'ran no tl.dot'),
+    ], WA, 'ran no tl.dot', counts_dots=True),
     'scores_q_loaded_past_d': Plant([
         ('    q_mask = (offs_m[:, None] < M) & (offs_d[None, :] < D)\n',
          '    q_mask = offs_m[:, None] < M\n'),
