@@ -110,8 +110,9 @@ def _run_huge(ns, a: dict, device: str, oracle) -> dict:
     except Exception as exc:              # RuntimeError, or torch >= 2.8's AcceleratorError
         if "illegal memory access" not in str(exc):
             raise
-        raise RuntimeError(f"{exc}: in this case slots lie past 2**31 / ROW, where an int32 offset wraps "
-                           f"to a negative address. {INT64}") from exc
+        said = str(exc).splitlines()[0]           # CUDA's text runs long: the reason comes first
+        raise RuntimeError(f"in this case slots lie past 2**31 / ROW, where an int32 offset wraps to a "
+                           f"negative address. {INT64} (CUDA: {said})") from exc
     return {"rows": observe([c.view(-1, row)[near] for c in (k_cache, v_cache)]), "wild_writes": [],
             "inputs": [fingerprint(key), fingerprint(slots)], "launches": launches}
 
