@@ -79,3 +79,18 @@ def test_ci_proves_the_declared_floors():
     assert "bash .ci/floors" in (ROOT / ".ci" / "run").read_text()
     floors = (ROOT / ".ci" / "floors").read_text()
     assert '"pyproject.toml"' in floors and "triton" in floors and "numpy" in floors
+
+
+def test_every_test_that_reads_practice_runs_again_with_practice_solved():
+    """.ci/run's last step runs `solved_tests` in a clone whose practice/ holds every solution: a test file
+    outside them that names practice/ would never be run against a learner's solved files."""
+    run = (ROOT / ".ci" / "run").read_text()
+    scope = re.search(r"^solved_tests=\(([^)]*)\)$", run, re.M)
+    assert scope, "no solved_tests=(...) line in .ci/run"
+    dirs = [ROOT / d for d in scope.group(1).split()]
+    assert all(d.is_dir() for d in dirs), dirs
+    readers = [p for p in (ROOT / "tests").rglob("*.py")
+               if p.name != "conftest.py" and "practice" in p.read_text()]
+    assert readers, "no test reads practice/: the pattern is wrong"
+    outside = [str(p.relative_to(ROOT)) for p in readers if not any(d in p.parents for d in dirs)]
+    assert not outside, f"these tests read practice/ but .ci/run's solved pass leaves them out: {outside}"
