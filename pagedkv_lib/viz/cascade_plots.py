@@ -31,3 +31,28 @@ def bytes_read_figure(batches: list[int], prefix_lens: list[int], suffix_len: in
     ax.set_ylabel("MB of K/V read per layer", fontsize=8)
     ax.legend(fontsize=7, ncol=2, loc="upper left")
     return ax.figure
+
+
+def cascade_findings(result: dict | None) -> str:
+    """Sentences from benchmarks/results/bench_cascade.json (bench_cascade.py), one per shape: the cascade's
+    time against the course's paged decode and SDPA, its share of the copy-bandwidth floor, and whether
+    vLLM's rule picked the faster of cascade and paged decode. None: the benchmark has not been run."""
+    if result is None:
+        return ("Not measured yet: no benchmarks/results/bench_cascade.json. On a GPU: "
+                "PYTHONPATH=. python benchmarks/bench_cascade.py")
+    lines = [f"{result['env'].get('device', 'no GPU')}, copy bandwidth {result['copy_gbs']:.0f} GB/s:"]
+    for r in result["shapes"]:
+        m = r.get("methods", {})
+        if not all("us" in m.get(k, {}) for k in ("cascade", "paged_v3", "sdpa")):
+            lines.append(f"  B {r.get('B')} prefix {r.get('prefix')}: a method failed, see the JSON")
+            continue
+        cas, paged, sdpa = m["cascade"], m["paged_v3"], m["sdpa"]
+        faster = cas["us"] < paged["us"]
+        agrees = "agrees" if r["rule"] == faster else "disagrees"
+        lines.append(f"  B {r['B']:>3}, prefix {r['prefix']:>5}: cascade {cas['us']:.1f} us "
+                     f"({cas['of_floor']:.0%} of its floor), paged decode {paged['us']:.1f} us "
+                     f"({paged['us'] / cas['us']:.2f}x), SDPA ({sdpa.get('backend', '?')}) "
+                     f"{sdpa['us']:.1f} us "
+                     f"({sdpa['us'] / cas['us']:.2f}x); vLLM's rule says "
+                     f"{'cascade' if r['rule'] else 'plain'}, the measurement {agrees}")
+    return "\n".join(lines)
