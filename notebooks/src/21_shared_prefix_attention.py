@@ -261,7 +261,7 @@ print(cascade_findings(roofline.stored("bench_cascade.json")))
 #   paged table per level (a prefix shared by everyone, then by groups, then unique suffixes), runs attention
 #   per level and merges the levels' (output, LSE) with `merge_state` / `merge_state_in_place`, the
 #   two-part merge of notebook 11 written for its own layout.
-# - **Hydragen** (Juravsky et al., 2024, arXiv 2402.05099): the paper that frames the prefix part as a
+# - **Hydragen** (Juravsky et al., 2024, arXiv:2402.05099): the paper that frames the prefix part as a
 #   batched matrix multiplication over all sequences' queries, so that the prefix's attention runs on tensor
 #   cores instead of as many matrix-vector products, and merges with the suffix through the softmax
 #   denominators, as here.
