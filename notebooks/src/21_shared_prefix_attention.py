@@ -61,9 +61,13 @@ for B, P in ((1, 4096), (64, 1024), (64, 4096), (256, 8192)):
 # line rises with B, the cascade's stays near the prefix's bytes until the suffixes dominate.
 
 # %%
+import matplotlib.pyplot as plt
+
 from pagedkv_lib.viz.cascade_plots import bytes_read_figure
 
-bytes_read_figure([1, 4, 16, 64, 256], [1024, 4096, 8192], 64, 8, 128, 2)
+fig, ax = plt.subplots(figsize=(7.5, 3.6), dpi=80)
+bytes_read_figure([1, 4, 16, 64, 256], [1024, 4096, 8192], 64, 8, 128, 2, ax=ax)
+plt.show()
 
 # %% [markdown]
 # ## 2. A batch that shares a prefix
