@@ -13,11 +13,12 @@ block stays in each sequence's suffix). `common_prefix_blocks` counts them from 
 vLLM's scheduler counts blocks whose reference count is the number of running requests.
 `use_cascade_attention` is vLLM's rule for when the cascade pays.
 
-Sources: Hydragen (Juravsky et al., 2024, arXiv 2402.05099: the shared prefix's attention as a batched
-matmul); FlashInfer's cascade inference (flashinfer-ai/flashinfer@fb28d72 flashinfer/cascade.py:
-`MultiLevelCascadeAttentionWrapper`, `merge_state`); vLLM (vllm-project/vllm@0084b78
-vllm/v1/attention/backends/flash_attn.py: `use_cascade_attention`, `cascade_attention`;
-vllm-project/vllm@002f349 vllm/v1/core/single_type_kv_cache_manager.py: `get_num_common_prefix_blocks`).
+Sources: Hydragen (Juravsky et al., 2024, arXiv:2402.05099: the shared prefix's attention as a batched
+matmul); FlashInfer's cascade inference (flashinfer-ai/flashinfer@fb28d72:flashinfer/cascade.py:
+`MultiLevelCascadeAttentionWrapper`, `merge_state`); vLLM
+(vllm-project/vllm@0084b78:vllm/v1/attention/backends/flash_attn.py: `use_cascade_attention`,
+`cascade_attention`; vllm-project/vllm@002f349:vllm/v1/core/single_type_kv_cache_manager.py:
+`get_num_common_prefix_blocks`).
 Shapes: docs/conventions.md (B sequences, H = H_kv * G query heads, D head dim, S = block_size).
 """
 from __future__ import annotations

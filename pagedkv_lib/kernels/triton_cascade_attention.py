@@ -18,9 +18,9 @@ row (the kernel reads them from row 0). vLLM's cascade asserts the same (`common
 0`); `core.cascade_attention.common_prefix_blocks` counts them. The splits over the prefix exist for the GPU:
 B*G / BLOCK_M row tiles x H_kv heads alone are too few programs for 132 SMs.
 
-Ideas: Hydragen (arXiv 2402.05099, the prefix as a batched matmul), FlashInfer's cascade
-(flashinfer-ai/flashinfer@fb28d72 flashinfer/cascade.py), vLLM's `cascade_attention`
-(vllm-project/vllm@0084b78 vllm/v1/attention/backends/flash_attn.py: a prefix pass over all queries, a
+Ideas: Hydragen (arXiv:2402.05099, the prefix as a batched matmul), FlashInfer's cascade
+(flashinfer-ai/flashinfer@fb28d72:flashinfer/cascade.py), vLLM's `cascade_attention`
+(vllm-project/vllm@0084b78:vllm/v1/attention/backends/flash_attn.py: a prefix pass over all queries, a
 suffix pass, `merge_attn_states`).
 
     reference:  pagedkv_lib.core.cascade_attention.cascade_attention_decode (same signature)
