@@ -34,11 +34,11 @@ def bytes_read_figure(batches: list[int], prefix_lens: list[int], suffix_len: in
 
 
 def cascade_findings(result: dict | None) -> str:
-    """Sentences from benchmarks/results/bench_cascade.json (bench_cascade.py), one per shape: the cascade's
-    time against the course's paged decode and SDPA, its share of the copy-bandwidth floor, and whether
-    vLLM's rule picked the faster of cascade and paged decode. None: the benchmark has not been run."""
+    """Sentences from bench_cascade.json in benchmarks/results/ (bench_cascade.py), one per shape: the
+    cascade's time against the course's paged decode and SDPA, its share of the copy-bandwidth floor, and
+    whether vLLM's rule picked the faster of cascade and paged decode. None: the benchmark has not run."""
     if result is None:
-        return ("Not measured yet: no benchmarks/results/bench_cascade.json. On a GPU: "
+        return ("Not measured yet: no bench_cascade.json in benchmarks/results/. On a GPU: "
                 "PYTHONPATH=. python benchmarks/bench_cascade.py")
     lines = [f"{result['env'].get('device', 'no GPU')}, copy bandwidth {result['copy_gbs']:.0f} GB/s:"]
     for r in result["shapes"]:
