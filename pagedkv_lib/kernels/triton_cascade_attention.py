@@ -66,12 +66,13 @@ class CascadeConfig:
 
 
 def choose_cascade_config(B: int, H: int, H_kv: int, D: int, prefix_len: int, *, num_sms: int,
-                          interpreted: bool, block_m: int | None = None,
+                          interpreted: bool, block_m: int | None = None, block_n: int | None = None,
                           num_splits: int | None = None) -> CascadeConfig:
     """Tiles and prefix splits for B sequences sharing prefix_len tokens; deterministic in its arguments.
-    num_splits None: enough to give WAVES programs per SM, never an empty split."""
+    num_splits None: enough to give WAVES programs per SM, never an empty split. block_m, block_n: >= 16
+    (tl.dot), powers of two."""
     block_d = max(16, next_power_of_2(D))
-    block_n = 16 if interpreted else 64
+    block_n = block_n or (16 if interpreted else 64)
     block_m = block_m or (16 if interpreted else 64)
     programs = cdiv(B * (H // H_kv), block_m) * H_kv
     want = num_splits or cdiv(WAVES * num_sms, programs)
