@@ -156,7 +156,8 @@ print("max |cascade - SDPA| over the batch:", error_order((out - reference).abs(
 #    rows of one KV head (several sequences' heads side by side), walks a range of the prefix through row 0 of
 #    the block tables, and keeps the online softmax of notebook 11 per row: `tl.dot(q, k^T)` is the
 #    (BLOCK_M, D) x (D, BLOCK_N) tile of the big matmul. The prefix is split into ranges only so that a GPU
-#    has enough programs: B*G / 64 row tiles x 8 KV heads would leave most of 132 SMs idle.
+#    has enough programs: with B = 64 and G = 4, 256 rows make 4 tiles of 64, times 8 KV heads: 32 programs
+#    for 132 SMs.
 # 3. **merge**: notebook 11's `_reduce_splits_kernel`, per (sequence, query head), over every slot.
 #
 # What it requires: the prefix is whole blocks (`num_prefix_blocks`, the same ids in every row; vLLM asserts
