@@ -12,6 +12,8 @@ Methods:
     sdpa         F.scaled_dot_product_attention under default dispatch on CONTIGUOUS K/V [B, H_kv, P+64, D],
                  GQA folded into the query length (q viewed [B, H_kv, G, D]); the backend it picked is read
                  from the profiler's kernel names
+    cascade_m*   the cascade with the prefix kernel's other tiles and warps (CONFIGS); the table shows the
+                 fastest of them, the speedups are the default's
 Bytes: the cache K/V each method must read (core.cascade_attention.kv_bytes_read: plain decode and SDPA read
 the prefix B times, the cascade once) + q + out; the cascade's fp32 states are listed apart. Floor: those
 bytes / the device-to-device copy bandwidth measured in the same run (gpu_harness). Timing: median CUDA-graph
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+from dataclasses import replace
 from pathlib import Path
 
 import gpu_harness as gh
@@ -39,6 +42,9 @@ FULL = dict(H=32, H_kv=8, D=128, S=16, suffix=64, batches=(64, 128, 256), prefix
 SMOKE = dict(H=4, H_kv=2, D=16, S=8, suffix=5, batches=(3,), prefixes=(32,))
 DEVICE = "cuda" if gh.CUDA else "cpu"
 STEM = "bench_cascade"
+CONFIGS = [  # BLOCK_M, BLOCK_N, num_warps, num_stages: the prefix kernel's alternatives to its default
+    (64, 64, 4, 3), (128, 64, 8, 2), (128, 32, 4, 2), (64, 32, 4, 2),
+]
 
 
 def make_set(shape: dict, B: int, P: int, seed: int) -> dict:
@@ -99,9 +105,9 @@ def bench_shape(shape: dict, B: int, P: int, copy_gbs: float) -> dict:
     row = dict(B=B, prefix=P, suffix=n, rotated_sets=len(sets), cascade_config=cas_cfg.__dict__,
                rule=use_cascade_attention(P, [1] * B, H, H_kv, sms), state_bytes=states, methods={})
 
-    def cascade(s):
+    def cascade(s, cfg=cas_cfg):
         return launch_cascade_attention(s["q"], s["k_cache"], s["v_cache"], s["block_tables"],
-                                        s["context_lens"], scale, s["n_prefix"], cas_cfg)
+                                        s["context_lens"], scale, s["n_prefix"], cfg)
 
     def paged(s):
         return launch_decode_attention(s["q"], s["k_cache"], s["v_cache"], s["block_tables"],
@@ -110,6 +116,13 @@ def bench_shape(shape: dict, B: int, P: int, copy_gbs: float) -> dict:
     ref = reference(s0, shape, scale)
     methods = {"cascade": (cascade, kv["cascade"] + qo), "paged_v3": (paged, kv["paged"] + qo),
                "sdpa": (functools.partial(sdpa, shape=shape, scale=scale), kv["paged"] + qo)}
+    alternatives = CONFIGS if gh.CUDA else []                          # the interpreter: the default only
+    for block_m, block_n, warps, stages in alternatives:
+        cfg = replace(choose_cascade_config(B, H, H_kv, D, P, num_sms=sms, interpreted=False,
+                                            block_m=block_m, block_n=block_n), num_warps=warps,
+                      num_stages=stages)
+        name = f"cascade_m{block_m}_n{block_n}_w{warps}_s{stages}"
+        methods[name] = (functools.partial(cascade, cfg=cfg), kv["cascade"] + qo)
     for label, (fn, nbytes) in methods.items():
         entry = row["methods"].setdefault(label, {"bytes": nbytes})
         out = gh.attempt(entry, fn, s0)
@@ -124,9 +137,12 @@ def bench_shape(shape: dict, B: int, P: int, copy_gbs: float) -> dict:
         if label == "sdpa":
             entry["kernels"] = gh.attempt(entry, gh.kernel_names, functools.partial(fn, s0)) or []
             entry["backend"] = gh.sdpa_backend(entry["kernels"])
-        gh.log(f"B {B} prefix {P} {label:>9}: " + (f"{entry['us']:9.1f} us" if "us" in entry
+        gh.log(f"B {B} prefix {P} {label:>22}: " + (f"{entry['us']:9.1f} us" if "us" in entry
                                                     else entry.get("error", "")[:80]))
     m = row["methods"]
+    tried = [(e["us"], k) for k, e in m.items() if k.startswith("cascade_") and "us" in e]
+    if tried:
+        row["best_cascade_config"] = min(tried)[1]
     for other in ("paged_v3", "sdpa"):
         if "us" in m["cascade"] and "us" in m.get(other, {}):
             row[f"speedup_vs_{other}"] = m[other]["us"] / m["cascade"]["us"]
@@ -138,24 +154,25 @@ def table(result: dict) -> str:
              f"{result['copy_gbs']:.0f} GB/s (read + write); H {result['shape']['H']}, H_kv "
              f"{result['shape']['H_kv']}, D {result['shape']['D']}, block {result['shape']['S']}, own suffix "
              f"{result['shape']['suffix']} tokens",
-             f"{'B':>4} {'prefix':>6} {'method':>9} {'us':>9} {'MB read':>9} {'floor us':>9} {'of floor':>8} "
-             f"{'rel err':>8} {'note':>14}"]
+             f"{'B':>4} {'prefix':>6} {'method':>22} {'us':>9} {'MB read':>9} {'floor us':>9} "
+             f"{'of floor':>8} {'rel err':>8} {'note':>14}"]
     for r in result["shapes"]:
         if "methods" not in r:
             lines.append(f"{r.get('B', '?'):>4} {r.get('prefix', '?'):>6} failed: {r.get('error', r)}")
             continue
-        for label, e in r["methods"].items():
+        shown = ["cascade", r.get("best_cascade_config"), "paged_v3", "sdpa"]
+        for label, e in [(k, r["methods"][k]) for k in shown if k in r["methods"]]:
             if "us" not in e:
-                lines.append(f"{r['B']:>4} {r['prefix']:>6} {label:>9} failed: {e.get('error', '?')[:60]}")
+                lines.append(f"{r['B']:>4} {r['prefix']:>6} {label:>22} failed: {e.get('error', '?')[:60]}")
                 continue
             note = e.get("backend", "")
             if label == "cascade":
                 note = f"rule: {'cascade' if r['rule'] else 'plain'}"
-            lines.append(f"{r['B']:>4} {r['prefix']:>6} {label:>9} {e['us']:9.1f} {e['bytes'] / 1e6:9.1f} "
+            lines.append(f"{r['B']:>4} {r['prefix']:>6} {label:>22} {e['us']:9.1f} {e['bytes'] / 1e6:9.1f} "
                          f"{e['floor_us']:9.1f} {e['of_floor']:8.1%} {e['rel_err']:8.1e} {note:>14}")
         speed = [f"{r[k]:.2f}x over {k[11:]}" for k in ("speedup_vs_paged_v3", "speedup_vs_sdpa") if k in r]
         if speed:
-            lines.append(f"{'':>11} cascade: " + ", ".join(speed))
+            lines.append(f"{'':>11} cascade (default config): " + ", ".join(speed))
     return "\n".join(lines)
 
 
