@@ -45,6 +45,7 @@ STEM = "bench_cascade"
 CONFIGS = [  # BLOCK_M, BLOCK_N, num_warps, num_stages: the prefix kernel's alternatives to its default
     (64, 64, 4, 3), (128, 64, 8, 2), (128, 32, 4, 2), (64, 32, 4, 2),
 ]
+SMOKE_CONFIGS = [(32, 16, 4, 2)]   # the interpreter: one alternative, so that --smoke runs this path too
 
 
 def make_set(shape: dict, B: int, P: int, seed: int) -> dict:
@@ -116,9 +117,9 @@ def bench_shape(shape: dict, B: int, P: int, copy_gbs: float) -> dict:
     ref = reference(s0, shape, scale)
     methods = {"cascade": (cascade, kv["cascade"] + qo), "paged_v3": (paged, kv["paged"] + qo),
                "sdpa": (functools.partial(sdpa, shape=shape, scale=scale), kv["paged"] + qo)}
-    alternatives = CONFIGS if gh.CUDA else []                          # the interpreter: the default only
+    alternatives = CONFIGS if gh.CUDA else SMOKE_CONFIGS
     for block_m, block_n, warps, stages in alternatives:
-        cfg = replace(choose_cascade_config(B, H, H_kv, D, P, num_sms=sms, interpreted=False,
+        cfg = replace(choose_cascade_config(B, H, H_kv, D, P, num_sms=sms, interpreted=not gh.CUDA,
                                             block_m=block_m, block_n=block_n), num_warps=warps,
                       num_stages=stages)
         name = f"cascade_m{block_m}_n{block_n}_w{warps}_s{stages}"

@@ -37,7 +37,8 @@ def test_bench_cascade_smoke_runs_end_to_end_and_checks_every_method(tmp_path):
     result = json.loads((tmp_path / "bench_cascade.json").read_text())
     (row,) = result["shapes"]
     methods = row["methods"]
-    assert set(methods) == {"cascade", "paged_v3", "sdpa"}
+    assert set(methods) == {"cascade", "cascade_m32_n16_w4_s2", "paged_v3", "sdpa"}
+    assert row["best_cascade_config"] == "cascade_m32_n16_w4_s2"      # the only alternative timed
     assert all(m["rel_err"] < 1e-5 and m["us"] > 0 for m in methods.values()), methods
     assert methods["cascade"]["bytes"] < methods["paged_v3"]["bytes"] == methods["sdpa"]["bytes"]
     assert "cascade" in (tmp_path / "bench_cascade.txt").read_text()
