@@ -125,11 +125,10 @@ merged = merge_partials(prefix_b, own)
 out_b = output(merged).reshape(H, D)                                                       # [H, D]
 
 from pagedkv_lib.testing.sdpa_reference import sdpa_batch
-from pagedkv_lib.viz.attention_plots import error_order
 
 reference = sdpa_batch(batch)                                  # float64 SDPA over each whole context
-print(f"sequence {b}: {n_prefix * S} prefix + {n_own} own tokens, max |cascade - SDPA| "
-      f"{error_order((out_b - reference[b]).abs().max().item())}")
+print(f"sequence {b}: {n_prefix * S} prefix + {n_own} own tokens, max |cascade - SDPA| < 1e-12:",
+      (out_b - reference[b]).abs().max().item() < 1e-12)
 
 # %% [markdown]
 # `core.cascade_attention.cascade_attention_decode` does this for every sequence, with the argument checks;
@@ -141,7 +140,7 @@ from pagedkv_lib.core.cascade_attention import cascade_attention_decode
 
 out = cascade_attention_decode(batch.q, batch.k_cache, batch.v_cache, batch.block_tables,
                                batch.context_lens, scale, n_prefix)                        # [B, H, D]
-print("max |cascade - SDPA| over the batch:", error_order((out - reference).abs().max().item()))
+print("max |cascade - SDPA| over the batch < 1e-12:", (out - reference).abs().max().item() < 1e-12)
 
 # %% [markdown]
 # ## 4. The Triton kernel
@@ -185,7 +184,7 @@ for shared, suffixes, S_, H_, H_kv_, D_ in cases:
     ref = sdpa_batch(tb).to(got.device)
     err = ((got.double() - ref).norm() / ref.norm()).item()
     print(f"B {len(suffixes)}, G {H_ // H_kv_}, shared {shared:>2} ({n} blocks of {S_}), "
-          f"suffixes {suffixes}: relative error vs float64 SDPA {error_order(err)}")
+          f"suffixes {suffixes}: relative error vs float64 SDPA < 1e-5: {err < 1e-5}")
 
 # %% [markdown]
 # ## 5. When it pays: vLLM's rule
