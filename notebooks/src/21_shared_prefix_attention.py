@@ -212,10 +212,11 @@ for B, P in ((4, 4096), (64, 200), (16, 512), (17, 512), (64, 4096), (256, 8192)
 
 # %% [markdown]
 # Which blocks count as common is the scheduler's job: vLLM takes a running request, walks its blocks and
-# counts those held by every running request, then the model runner caps that at the tokens every request
-# has already computed and rounds it down to whole blocks. A batch with one sequence that shares nothing
-# (a new chat next to many forks) has no common prefix at all: cascade is all or nothing for the batch in
-# vLLM; FlashInfer's multi-level cascade lets groups of sequences share prefixes of their own.
+# counts those held by every running request, then the model runner (`vllm/v1/worker/gpu_model_runner.py`,
+# `min(common_prefix_len, num_computed_tokens.min())`, commit not pinned here) caps that at the tokens every
+# request has already computed and rounds it down to whole blocks. A batch with one sequence that shares
+# nothing (a new chat next to many forks) has no common prefix at all: cascade is all or nothing for the
+# batch in vLLM; FlashInfer's multi-level cascade lets groups of sequences share prefixes of their own.
 
 # %% [markdown]
 # ## 6. On a GPU: what the measurements say
