@@ -199,12 +199,15 @@ def _decode_attention_kernel(
 
 def launch_decode_attention(q, k_cache, v_cache, block_tables, context_lens, scale: float,
                             config: DecodeConfig, out: torch.Tensor | None = None, *, k_scale=None,
-                            v_scale=None) -> torch.Tensor:
+                            v_scale=None, states: tuple | None = None) -> torch.Tensor:
     """Launch with no checks (timing, CUDA graphs): validate once with the checked launcher.
 
     k_scale, v_scale: None (1.0), a float, or a 1-element float32 tensor on the device. Beyond the checked
     contract, a context length of 0 (a CUDA graph's padding row, engine/decode_graphs.py) reads nothing and
     outputs zeros in v1 and v3 (v2 would merge P empty splits into NaN).
+    states (v2 only): (part_out [B, H, P', D], part_lse [B, H, P']) fp32 with P' >= config.num_splits; the
+    splits' states go to slots 0..num_splits-1 (an empty split: lse -inf, o 0), nothing is merged and `out`
+    is not written: the caller merges them with other parts (triton_cascade_attention).
     """
     B, H, D = q.shape
     H_kv, S = k_cache.shape[2], k_cache.shape[1]
@@ -218,6 +221,9 @@ def launch_decode_attention(q, k_cache, v_cache, block_tables, context_lens, sca
     block_b = max(64, triton.next_power_of_2(B)) if config.version == 3 else 1  # few recompiles
     if config.version == 1:
         grid, part_out, part_lse = (B, heads, 1), out, out            # no partials
+    elif config.version == 2 and states is not None:
+        grid = (B, heads, P)
+        part_out, part_lse = states                                   # [B, H, P', D], [B, H, P']
     elif config.version == 2:
         grid = (B, heads, P)
         part_out = torch.empty(B, H, P, D, dtype=torch.float32, device=q.device)  # [B, H, P, D]
@@ -227,17 +233,18 @@ def launch_decode_attention(q, k_cache, v_cache, block_tables, context_lens, sca
         part_out = torch.empty(config.max_items, H, D, dtype=torch.float32, device=q.device)  # [items, H, D]
         part_lse = torch.empty(config.max_items, H, dtype=torch.float32, device=q.device)     # [items, H]
     pdl = {"launch_pdl": True} if config.pdl else {}
+    slots = part_out.shape[2] if config.version == 2 else P           # v2: P' (states) or P
     plan = (config.target_items, config.min_chunk, config.max_chunk, config.balanced_x8)
     _decode_attention_kernel[grid](
         q, k_cache, v_cache, k_scale, v_scale, block_tables, context_lens, out, part_out, part_lse,
         B, block_tables.stride(0), config.tokens_per_split, *plan, scale * LOG2E,
         NUM_HEADS=H, NUM_KV_HEADS=H_kv, GROUP=G, HEAD_DIM=D, BLOCK_SIZE=S, BLOCK_G=config.block_g,
         BLOCK_N=config.block_n, BLOCK_D=config.block_d, BLOCK_B=block_b, VERSION=config.version,
-        NUM_SPLITS=P, K_SCALE_PTR=torch.is_tensor(k_scale), V_SCALE_PTR=torch.is_tensor(v_scale),
+        NUM_SPLITS=slots, K_SCALE_PTR=torch.is_tensor(k_scale), V_SCALE_PTR=torch.is_tensor(v_scale),
         DOT_PRECISION=precision, DOT_DTYPE=dot_dtype, USE_PDL=config.pdl, num_warps=config.num_warps,
         num_stages=config.num_stages, **pdl,
     )
-    if config.version == 2:
+    if config.version == 2 and states is None:
         _reduce_splits_kernel[(B * H,)](
             part_out, part_lse, out, HEAD_DIM=D, NUM_SPLITS=P, BLOCK_P=triton.next_power_of_2(P),
             BLOCK_D=config.block_d, USE_PDL=config.pdl, num_warps=4, **pdl,

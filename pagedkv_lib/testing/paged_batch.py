@@ -62,6 +62,14 @@ def shuffled_tables(need: list[int], num_blocks: int, seed: int) -> list[list[in
     return tables
 
 
+def write_tokens(k_cache, v_cache, table: list[int], k: torch.Tensor, v: torch.Tensor) -> None:
+    """Store one sequence's contiguous k, v [n, H_kv, D] into the caches through its block table."""
+    block_size = k_cache.shape[1]
+    for p in range(k.shape[0]):
+        blk, off = table[p // block_size], p % block_size
+        k_cache[blk, off], v_cache[blk, off] = k[p], v[p]
+
+
 def make_paged_batch(seq_lens: list[int], block_size: int, num_heads: int, num_kv_heads: int,
                      head_dim: int, q_lens: list[int] | None = None, *, seed: int = 0,
                      dtype=torch.float32, device="cpu", num_blocks: int | None = None,
@@ -91,9 +99,7 @@ def make_paged_batch(seq_lens: list[int], block_size: int, num_heads: int, num_k
     for n, table in zip(seq_lens, block_tables):
         k = torch.randn(n, num_kv_heads, head_dim, generator=gen).to(dtype)   # [n, H_kv, D]
         v = torch.randn(n, num_kv_heads, head_dim, generator=gen).to(dtype)   # [n, H_kv, D]
-        for p in range(n):
-            blk, off = table[p // block_size], p % block_size
-            k_cache[blk, off], v_cache[blk, off] = k[p], v[p]
+        write_tokens(k_cache, v_cache, table, k, v)
         keys.append(k.to(device))
         values.append(v.to(device))
     T = sum(q_lens)

@@ -22,3 +22,23 @@ def test_benchmark_script_imports(name, monkeypatch):
     module = importlib.import_module(name)
     if name not in SHARED:
         assert callable(getattr(module, "main", None)), f"benchmarks/{name}.py has no main()"
+
+
+def test_bench_cascade_smoke_runs_end_to_end_and_checks_every_method(tmp_path):
+    """bench_cascade.py --smoke (tiny shapes, the interpreter): every method runs, agrees with the fp32
+    reference, and the table and JSON are written; the cascade's bytes count the prefix once."""
+    import json
+    import os
+    import subprocess
+
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(BENCHMARKS.parent))
+    subprocess.run([sys.executable, "bench_cascade.py", "--smoke", "--out", str(tmp_path)], cwd=BENCHMARKS,
+                   env=env, check=True, capture_output=True, timeout=300)
+    result = json.loads((tmp_path / "bench_cascade.json").read_text())
+    (row,) = result["shapes"]
+    methods = row["methods"]
+    assert set(methods) == {"cascade", "cascade_m32_n16_w4_s2", "paged_v3", "sdpa"}
+    assert row["best_cascade_config"] == "cascade_m32_n16_w4_s2"      # the only alternative timed
+    assert all(m["rel_err"] < 1e-5 and m["us"] > 0 for m in methods.values()), methods
+    assert methods["cascade"]["bytes"] < methods["paged_v3"]["bytes"] == methods["sdpa"]["bytes"]
+    assert "cascade" in (tmp_path / "bench_cascade.txt").read_text()
