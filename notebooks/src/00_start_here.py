@@ -84,6 +84,7 @@
 # | 138 | Paged MLA decode, absorbed | hard |
 # | 139 | Sliding-window KV cache group | hard |
 # | 140 | Rollback after speculative decoding | medium |
+# | 141 | Two-tier prefix cache, GPU and CPU | medium |
 
 # %% [markdown]
 # ## 2. How to run it

@@ -1,4 +1,5 @@
-"""TwoTierCache: the two-tier prefix lookup and eviction alone, over block hashes (exercise 141's oracle).
+"""TwoTierCache: the two-tier prefix lookup and eviction alone, over block hashes (exercise 141's oracle;
+its contract, clause by clause, is in solutions/141_two_tier_cache.py).
 
 The rules of `TieredBlockManager` (tiered_block_manager.py) without tokens, sequences or K/V: a prompt is
 the list of its blocks' chained hashes (None for a block with no hash: a partial last block). The GPU tier is
@@ -71,11 +72,9 @@ class TwoTierCache:
         return table
 
     def free(self, block_table: list[int]) -> None:
-        """One reference less on each block, the last block first; at 0 a block joins the END of the free
-        queue, keeping its hash (it can still be hit until it is reused)."""
+        """One reference less on each block of a table allocate returned, the last block first; at 0 a block
+        joins the END of the free queue, keeping its hash (it can still be hit until it is reused)."""
         for block in reversed(block_table):
-            if self.gpu_ref_counts[block] == 0:
-                raise ValueError(f"free: block {block} is already free")
             self.gpu_ref_counts[block] -= 1
             if self.gpu_ref_counts[block] == 0:
                 self.gpu_free.append(block)
