@@ -58,6 +58,7 @@
 # | 18 | MLA: a cache of latents | DeepSeek's latent cache, absorbed decode, a paged MLA kernel | 138 |
 # | 19 | Hybrid models: layers that keep different things | sliding windows, states, one pool | 139 |
 # | 20 | Speculative decoding and the cache | drafts verified in one chunk, rollback, tree drafts | 140 |
+# | 22 | A second tier: KV blocks in CPU memory | evicted blocks written out, CPU hits loaded back | 141 |
 #
 # Each exercise's number is the one key for the stub `practice/<id>_*.py`, the reference
 # `solutions/<id>_*.py` and the judge's hidden cases.

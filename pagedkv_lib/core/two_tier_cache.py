@@ -5,7 +5,7 @@ The rules of `TieredBlockManager` (tiered_block_manager.py) without tokens, sequ
 the list of its blocks' chained hashes (None for a block with no hash: a partial last block). The GPU tier is
 `num_gpu_blocks` blocks with reference counts and a free queue whose front is reused (and so evicted) first;
 a freed block keeps its hash until then. The CPU tier is `num_cpu_blocks` slots in LRU order. Notebook 22
-walks through it; `tests/core/test_two_tier_cache.py` checks that it makes the same decisions as the
+walks through it; `tests/core/test_tiered_block_manager.py` checks that it makes the same decisions as the
 TieredBlockManager on the same prompts.
 """
 from __future__ import annotations

@@ -13,7 +13,8 @@ is not freed (`request_finished` returns True while a store is in flight) nor re
 Here the scheduler side is the `TieredBlockManager` (core/tiered_block_manager.py), which queues a save when
 it evicts a cached block and a load when a prompt hits the CPU tier; `OffloadScheduler.build_transfers`
 takes them once per step as a `KVTransfers`. The worker side, `OffloadWorker`, holds the CPU tier's K/V,
-`cpu_cache` [2, L, M, S, H_kv, D] (M = num_cpu_blocks), and copies: every save, then every load, in the
+`cpu_cache` [M, 2, L, S, H_kv, D] (M = num_cpu_blocks: a slot's K and V of every layer contiguous, so that a
+copy to or from pinned memory needs no host-side gather), and copies: every save, then every load, in the
 order queued. On CUDA the copies go on a side stream from and into pinned memory, so the host is not
 blocked; the side stream first waits for the main stream (the blocks it saves were written by earlier
 steps), and the main stream waits for the side stream's event before the forward, which writes into the
@@ -57,9 +58,9 @@ class OffloadWorker:
     def __init__(self, kv_cache: torch.Tensor, num_cpu_blocks: int):
         self.kv_cache = kv_cache                                                # [2, L, N, S, H_kv, D]
         self.cuda = kv_cache.device.type == "cuda"
-        shape = (*kv_cache.shape[:2], num_cpu_blocks, *kv_cache.shape[3:])
+        shape = (num_cpu_blocks, *kv_cache.shape[:2], *kv_cache.shape[3:])
         # pinned on CUDA: an asynchronous copy from or into pageable memory would make the host wait
-        self.cpu_cache = torch.zeros(shape, dtype=kv_cache.dtype, pin_memory=self.cuda)  # [2, L, M, S, H, D]
+        self.cpu_cache = torch.zeros(shape, dtype=kv_cache.dtype, pin_memory=self.cuda)  # [M, 2, L, S, H, D]
         self.stream = torch.cuda.Stream(kv_cache.device) if self.cuda else None
         self.done = torch.cuda.Event() if self.cuda else None
 
@@ -76,11 +77,12 @@ class OffloadWorker:
             self.done.record(self.stream)
 
     def _copy(self, transfers: KVTransfers) -> None:
-        """One block copy per (block, slot), all layers and K and V at once ([2, L, S, H_kv, D] each)."""
+        """One block copy per (block, slot), all layers and K and V at once ([2, L, S, H_kv, D] each; the
+        GPU side is strided, and PyTorch gathers or scatters it on the device, on the side stream)."""
         for gpu_block, cpu_slot in transfers.saves:
-            self.cpu_cache[:, :, cpu_slot].copy_(self.kv_cache[:, :, gpu_block], non_blocking=self.cuda)
+            self.cpu_cache[cpu_slot].copy_(self.kv_cache[:, :, gpu_block], non_blocking=self.cuda)
         for cpu_slot, gpu_block in transfers.loads:
-            self.kv_cache[:, :, gpu_block].copy_(self.cpu_cache[:, :, cpu_slot], non_blocking=self.cuda)
+            self.kv_cache[:, :, gpu_block].copy_(self.cpu_cache[cpu_slot], non_blocking=self.cuda)
 
     def wait(self) -> None:
         """Make the step's forward wait for the copies (on the GPU, not the host)."""

@@ -103,12 +103,15 @@ def load_or_recompute_table(run: TierRun, model: CostModel | None = None) -> str
     lines = [f"{run.workload}, GPU {run.num_gpu_blocks} + CPU {run.num_cpu_blocks} blocks: "
              f"{run.loaded_tokens:,d} prompt tokens loaded back in {sum(1 for _, n in run.admissions if n)} "
              "admissions",
-             f"{'model':11s} {'load ms, per layer':>19s} {'per block':>10s} {'recompute ms':>13s}"]
+             f"{'model':11s} {'load ms, per layer':>19s} {'per block':>10s} {'recompute ms':>13s}  cheapest"]
     for shape in PREFILL_SHAPES.values():
         load = sum(load_seconds(model, shape, n) for _, n in run.admissions if n)
         whole = sum(load_seconds(model, shape, n, per_layer=False) for _, n in run.admissions if n)
         recompute = sum(recompute_seconds(model, shape, g, n) for g, n in run.admissions if n)
-        lines.append(f"{shape.name:11s} {1e3 * load:19.2f} {1e3 * whole:10.2f} {1e3 * recompute:13.2f}")
+        costs = {"load per layer": load, "load per block": whole, "recompute": recompute}
+        cheapest = min(costs, key=costs.get)
+        lines.append(f"{shape.name:11s} {1e3 * load:19.2f} {1e3 * whole:10.2f} {1e3 * recompute:13.2f}  "
+                     f"{cheapest}")
     return "\n".join(lines)
 
 

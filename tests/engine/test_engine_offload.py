@@ -78,7 +78,7 @@ def test_a_corrupted_load_changes_the_tokens(gpu_only, monkeypatch):
 
     def zero_loads(self, transfers):
         for gpu_block, cpu_slot in transfers.saves:
-            self.cpu_cache[:, :, cpu_slot].copy_(self.kv_cache[:, :, gpu_block])
+            self.cpu_cache[cpu_slot].copy_(self.kv_cache[:, :, gpu_block])
         for _, gpu_block in transfers.loads:
             self.kv_cache[:, :, gpu_block].zero_()
 
