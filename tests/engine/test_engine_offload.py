@@ -12,6 +12,7 @@ import random
 
 import pytest
 import torch
+from test_engine_equivalence import one_thread  # noqa: F401  (autouse: one thread for tiny matrices)
 
 from pagedkv_lib.engine import LLM, EngineConfig, SamplingParams
 
@@ -19,19 +20,13 @@ BLOCK_SIZE = 8
 NUM_BLOCKS = 8
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-def chat(num_cpu_blocks: int, seed: int = 0, num_conversations: int = 4, num_turns: int = 3):
+def chat(num_cpu_blocks: int, seed: int = 0, num_conversations: int = 4, num_turns: int = 3,
+         device: str = "cpu", enforce_eager: bool = False):
     """(every turn's answer, the engine's StepStats, the engine) of the chat in the module docstring."""
     rng = random.Random(seed)
     config = EngineConfig(block_size=BLOCK_SIZE, num_kvcache_blocks=NUM_BLOCKS, max_num_seqs=2,
-                          max_num_batched_tokens=64, max_model_len=64, num_cpu_blocks=num_cpu_blocks)
+                          max_num_batched_tokens=64, max_model_len=64, num_cpu_blocks=num_cpu_blocks,
+                          device=device, enforce_eager=enforce_eager)
     llm = LLM(config)
     history = [[] for _ in range(num_conversations)]
     answers = []
@@ -84,3 +79,16 @@ def test_a_corrupted_load_changes_the_tokens(gpu_only, monkeypatch):
 
     monkeypatch.setattr(OffloadWorker, "_copy", zero_loads)
     assert chat(32)[0] != gpu_only[0]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: pinned memory and the side stream")
+@pytest.mark.parametrize("enforce_eager", [True, False])
+def test_cpu_tier_on_cuda_keeps_the_greedy_tokens(enforce_eager):
+    """On a GPU the copies run on a side stream from and into pinned memory, and the forward (eager, or
+    decode replayed from CUDA graphs) waits for them on the GPU: the same tokens as without the tier."""
+    base = chat(0, device="cuda", enforce_eager=enforce_eager)[0]
+    for num_cpu_blocks in (2, 32):
+        answers, stats, llm = chat(num_cpu_blocks, device="cuda", enforce_eager=enforce_eager)
+        assert answers == base, f"num_cpu_blocks {num_cpu_blocks}"
+        assert llm.model_runner.kv_offload.cpu_cache.is_pinned()
+    assert sum(s.num_loaded_blocks for s in stats) > 0
