@@ -198,6 +198,18 @@ from pagedkv_lib.studies import cpu_offload as co
 print(co.tier_table())
 
 # %% [markdown]
+# The same runs as a picture: every admitted prompt token was a GPU hit, a load from the CPU, or computed.
+
+# %%
+import matplotlib.pyplot as plt
+
+from pagedkv_lib.viz.offload_plots import draw_tier_sweep
+
+fig = plt.figure(figsize=(9, 2.8), dpi=80)
+draw_tier_sweep(fig, {w: co.tier_sweep(w) for w in ("chat", "few_shot")})
+plt.show()
+
+# %% [markdown]
 # The GPU column does not move: a CPU hit takes a fresh GPU block just as a miss does, so the GPU tier
 # behaves the same, and every token the CPU serves is one fewer computed. Past a size the CPU holds every
 # block the workload ever evicts and stops helping; the chat reaches that size first.
