@@ -48,7 +48,8 @@ def make_worker(shape: dict, S: int, pinned: bool) -> OffloadWorker:
         torch.bfloat16)                                                         # [2, L, N, S, H_kv, D]
     worker = OffloadWorker(kv_cache, n)
     if CUDA and not pinned:
-        worker.cpu_cache = torch.zeros_like(worker.cpu_cache, device="cpu")   # [M, 2, L, S, H, D] pageable
+        pageable = torch.zeros_like(worker.cpu_cache, device="cpu")            # [N_cpu, 2, L, S, H_kv, D]
+        worker.cpu_cache = pageable
     return worker
 
 

@@ -13,10 +13,10 @@ is not freed (`request_finished` returns True while a store is in flight) nor re
 Here the scheduler side is the `TieredBlockManager` (core/tiered_block_manager.py), which queues a save when
 it evicts a cached block and a load when a prompt hits the CPU tier; `OffloadScheduler.build_transfers`
 takes them once per step as a `KVTransfers`. The worker side, `OffloadWorker`, holds the CPU tier's K/V,
-`cpu_cache` [M, 2, L, S, H_kv, D] (M = num_cpu_blocks: a slot's K and V of every layer contiguous, so that a
-copy to or from pinned memory needs no host-side gather), and copies: every save, then every load, in the
-order queued. On CUDA the copies go on a side stream from and into pinned memory, so the host is not
-blocked; the side stream first waits for the main stream (the blocks it saves were written by earlier
+`cpu_cache` [N_cpu, 2, L, S, H_kv, D] (N_cpu = num_cpu_blocks; a slot's K and V of every layer contiguous,
+so that a copy to or from pinned memory needs no host-side gather), and copies: every save, then every
+load, in the order queued. On CUDA the copies go on a side stream from and into pinned memory, so the host
+is not blocked; the side stream first waits for the main stream (the blocks it saves were written by earlier
 steps), and the main stream waits for the side stream's event before the forward, which writes into the
 reused blocks and reads the loaded ones. On a CPU the copies are plain, in place.
 """
@@ -60,7 +60,8 @@ class OffloadWorker:
         self.cuda = kv_cache.device.type == "cuda"
         shape = (num_cpu_blocks, *kv_cache.shape[:2], *kv_cache.shape[3:])
         # pinned on CUDA: an asynchronous copy from or into pageable memory would make the host wait
-        self.cpu_cache = torch.zeros(shape, dtype=kv_cache.dtype, pin_memory=self.cuda)  # [M, 2, L, S, H, D]
+        self.cpu_cache = torch.zeros(shape, dtype=kv_cache.dtype,
+                                     pin_memory=self.cuda)                      # [N_cpu, 2, L, S, H_kv, D]
         self.stream = torch.cuda.Stream(kv_cache.device) if self.cuda else None
         self.done = torch.cuda.Event() if self.cuda else None
 
