@@ -183,7 +183,8 @@ for num_cpu_blocks in (0, 8, 32):
 # %% [markdown]
 # The tokens are the same with and without the tier (tests/engine/test_engine_offload.py checks this, and
 # that a load that copies the wrong K/V changes them). A pool of 8 blocks cannot keep a round of four
-# conversations, so without the tier every turn recomputes its history.
+# conversations, so without the tier a later turn recomputes much of its history; with it, the history
+# comes back as copies.
 #
 # ## 4. What a CPU tier buys on the course's workloads
 #
