@@ -69,15 +69,6 @@ class TieredBlockManager(BlockManager):
             out.append(("cpu", slot))
         return out
 
-    def _cached_blocks(self, seq: Sequence) -> list[int]:
-        """The leading GPU hits (what can_allocate counts as shared; CPU hits need a fresh block each)."""
-        hits = []
-        for tier, where in self.tiers(seq):
-            if tier != "gpu":
-                break
-            hits.append(where)
-        return hits
-
     def can_allocate(self, seq: Sequence) -> bool:
         """Free blocks for every block not served by the GPU, and for GPU hits sitting in the free queue."""
         gpu = [b for tier, b in self.tiers(seq) if tier == "gpu"]
