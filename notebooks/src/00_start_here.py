@@ -59,6 +59,7 @@
 # | 19 | Hybrid models: layers that keep different things | sliding windows, states, one pool | 139 |
 # | 20 | Speculative decoding and the cache | drafts verified in one chunk, rollback, tree drafts | 140 |
 # | 21 | Shared-prefix (cascade) attention | a prefix the batch shares read once, merged with each suffix | |
+# | 22 | A second tier: KV blocks in CPU memory | evicted blocks written out, CPU hits loaded back | 141 |
 #
 # Each exercise's number is the one key for the stub `practice/<id>_*.py`, the reference
 # `solutions/<id>_*.py` and the judge's hidden cases.
@@ -85,6 +86,7 @@
 # | 138 | Paged MLA decode, absorbed | hard |
 # | 139 | Sliding-window KV cache group | hard |
 # | 140 | Rollback after speculative decoding | medium |
+# | 141 | Two-tier prefix cache, GPU and CPU | medium |
 
 # %% [markdown]
 # ## 2. How to run it

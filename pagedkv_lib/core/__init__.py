@@ -8,6 +8,8 @@ scales), store_kvcache and paged_attention (PyTorch references of the kernels), 
 models, as vLLM splits it: block_hash_index (full blocks per group), single_type_manager (one group; full
 attention), sliding_window_manager, state_manager, kv_cache_coordinator (the groups over one BlockPool); for
 speculative decoding, rollback (a block table cut back to its verified tokens) and tree_attention (a draft
-tree's mask).
+tree's mask); a CPU tier under the pool: cpu_block_store (the CPU slots in LRU order), tiered_block_manager
+(BlockManager writing evicted blocks out and loading CPU hits back) and two_tier_cache (the same rules over
+block hashes alone).
 Shapes and symbols: docs/conventions.md.
 """

@@ -17,6 +17,8 @@
     ngram_proposer.py      NgramProposer: draft tokens by prompt lookup (notebook 20)
     rejection_sampler.py   accept_greedy, accept_tree_greedy: which drafts a verification keeps
     tree_verification.py   tree_logits (a draft tree in one forward under its mask), branch_logits
+    kv_offload.py          the CPU tier's connector: OffloadScheduler (what to copy this step), OffloadWorker
+                           (the copies; a side stream and pinned memory on CUDA), KVTransfers (notebook 22)
 """
 from .attention_layer import Attention, Kernels, select_kernels
 from .config import EngineConfig, ModelConfig

@@ -16,6 +16,10 @@ Speculative decoding (notebook 20) is on when `num_speculative_tokens` k > 0 (vL
 names): before each decode step an n-gram proposer drafts up to k tokens per sequence from its own history
 (`prompt_lookup_min` .. `prompt_lookup_max` tokens matched), the step verifies them in one forward and keeps
 the agreeing prefix plus a bonus token. Greedy only: a request with temperature > 0 is refused.
+
+A CPU tier (notebook 22) is on when `num_cpu_blocks` > 0: cached prefix blocks evicted from the pool are
+written out to that many blocks of CPU memory and loaded back on a later hit instead of recomputed
+(core/tiered_block_manager.py, engine/kv_offload.py).
 """
 from __future__ import annotations
 
@@ -76,6 +80,7 @@ class EngineConfig:
     num_speculative_tokens: int = 0        # k > 0: n-gram speculation, up to k drafts verified per step
     prompt_lookup_min: int = 1             # the shortest n-gram the proposer matches
     prompt_lookup_max: int = 3             # the longest (tried first)
+    num_cpu_blocks: int = 0                # > 0: a CPU tier of that many blocks under the pool (notebook 22)
 
     @property
     def kv_cache_torch_dtype(self) -> torch.dtype:
@@ -94,6 +99,9 @@ class EngineConfig:
         k = self.num_speculative_tokens
         if isinstance(k, bool) or not isinstance(k, int) or k < 0:
             raise ValueError(f"num_speculative_tokens: expected an int >= 0 (0 = off), got {k!r}")
+        c = self.num_cpu_blocks
+        if isinstance(c, bool) or not isinstance(c, int) or c < 0:
+            raise ValueError(f"num_cpu_blocks: expected an int >= 0 (0 = no CPU tier), got {c!r}")
         if self.prompt_lookup_min > self.prompt_lookup_max:
             raise ValueError(f"prompt_lookup_min: expected <= prompt_lookup_max ({self.prompt_lookup_max}), "
                              f"got {self.prompt_lookup_min}")

@@ -10,6 +10,9 @@ With `num_speculative_tokens` k > 0 a step first drafts up to k tokens for every
 (`NgramProposer`, never past its max_tokens); a decode step with drafts verifies them (`ModelRunner.verify`,
 `accept_greedy`) and a sequence gains 1 + its accepted drafts. `StepStats` counts the drafts and the
 accepted ones: acceptance rate = accepted / drafted, tokens per sequence-step = 1 + accepted / num_seqs.
+
+With a CPU tier (`num_cpu_blocks` > 0) a step hands the copies its scheduling queued (`OffloadScheduler`)
+to the runner before the forward; `StepStats` counts the blocks saved and loaded.
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ from dataclasses import dataclass
 from pagedkv_lib.core.sequence import Sequence
 
 from .config import EngineConfig
+from .kv_offload import KVTransfers, OffloadScheduler
 from .model_runner import ModelRunner
 from .ngram_proposer import NgramProposer
 from .rejection_sampler import accept_greedy
@@ -40,6 +44,8 @@ class StepStats:
     num_free_blocks: int
     num_draft_tokens: int = 0      # drafts verified (speculative decode steps)
     num_accepted_tokens: int = 0   # of them, accepted
+    num_saved_blocks: int = 0      # CPU tier: blocks written out (evicted from the pool) this step
+    num_loaded_blocks: int = 0     # CPU tier: blocks loaded back (counted in num_cached_tokens)
 
 
 class Progress:
@@ -75,6 +81,7 @@ class LLMEngine:
         self.stats: list[StepStats] = []
         self._next_seq_id = 0
         c = self.config
+        self.offload = OffloadScheduler(self.block_manager) if c.num_cpu_blocks else None
         self.proposer = None
         if c.num_speculative_tokens:
             self.proposer = NgramProposer(c.num_speculative_tokens, c.prompt_lookup_min, c.prompt_lookup_max)
@@ -121,6 +128,9 @@ class LLMEngine:
         cached = sum(s.num_cached_tokens for s in seqs) if is_prefill else 0
         drafted = sum(len(s.draft_token_ids) for s in seqs) if not is_prefill else 0
         computed = sum(len(s) for s in seqs) - cached if is_prefill else len(seqs) + drafted
+        transfers = self.offload.build_transfers() if self.offload is not None else KVTransfers()
+        if transfers:
+            self.model_runner.transfer_kv(transfers)
         if drafted:
             targets = self.model_runner.verify(seqs)
             token_ids = [accept_greedy(s.draft_token_ids, t) for s, t in zip(seqs, targets, strict=True)]
@@ -134,7 +144,8 @@ class LLMEngine:
             num_cached_tokens=cached, num_preempted=self.scheduler.num_preempted, num_finished=len(finished),
             num_waiting=len(self.scheduler.waiting), num_running=len(self.scheduler.running),
             num_free_blocks=self.block_manager.num_free_blocks, num_draft_tokens=drafted,
-            num_accepted_tokens=accepted))
+            num_accepted_tokens=accepted, num_saved_blocks=len(transfers.saves),
+            num_loaded_blocks=len(transfers.loads)))
         return finished
 
     def generate(self, prompts: list[list[int]], sampling_params: SamplingParams | list | None = None,

@@ -14,6 +14,8 @@ On a GPU a step never waits for the GPU except once, for its sampled tokens:
              `debug_checks` (a check that reads the device cannot run inside a graph);
     tokens   copied into pinned memory, then ONE explicit wait on a CUDA event: the scheduler needs them.
 
+With a CPU tier, `transfer_kv` runs the step's saves and loads (engine/kv_offload.py) before the forward.
+
 Speculating, a decode step whose sequences hold drafts is a verification (`verify`): every sequence's last
 token and drafts as one varlen chunk (`prepare_verify`), eagerly, and the argmax at EVERY position.
 """
@@ -36,6 +38,7 @@ from pagedkv_lib.core.sequence import Sequence
 from .attention_layer import Attention, select_kernels
 from .config import EngineConfig
 from .decode_graphs import DecodeGraphs
+from .kv_offload import KVTransfers, OffloadWorker
 from .model import Qwen3ForCausalLM
 from .sampler import Sampler
 
@@ -63,6 +66,14 @@ class ModelRunner:
         max_tokens_per_step = config.max_num_seqs * (1 + config.num_speculative_tokens)  # a verification's
         self.host_tokens = torch.zeros(max_tokens_per_step, dtype=torch.int64, pin_memory=self.cuda)  # [T]
         self.tokens_ready = torch.cuda.Event() if self.cuda else None
+        self.kv_offload = None         # the CPU tier's worker side (notebook 22), its one hook: transfer_kv
+        if config.num_cpu_blocks:
+            self.kv_offload = OffloadWorker(self.kv_cache, config.num_cpu_blocks)
+
+    def transfer_kv(self, transfers: KVTransfers) -> None:
+        """The CPU tier's copies of this step (saves, then loads), ordered before the step's forward."""
+        self.kv_offload.start(transfers)
+        self.kv_offload.wait()
 
     def kv_scales(self) -> list[tuple[float, float]]:
         """(k_scale, v_scale) of every layer, in layer order (1.0 until calibrated; unused for 'auto')."""

@@ -21,6 +21,9 @@ drafts: `can_append(seq, k)` / `may_append(seq, k)` with k = len(seq.draft_token
 vLLM V1 schedules `num_lookahead_tokens`; a preempted sequence loses its drafts with its blocks. After the
 verification `postprocess` appends what was accepted and cuts the blocks back (`rollback.truncate`).
 
+With a CPU tier (EngineConfig.num_cpu_blocks > 0) the block manager is a `TieredBlockManager`: the
+same calls, and the copies each step needs queued for the connector (engine/kv_offload.py).
+
 Two choices differ from nano-vllm: max_num_seqs bounds the running queue (vLLM's `max_num_running_reqs`),
 where nano-vllm counts only this step's admissions, so a decode step serves every running sequence; and the
 token budget counts every token of an admitted sequence, cached or not (nano-vllm checks len(seq) against
@@ -33,6 +36,7 @@ from collections import deque
 from pagedkv_lib.core.block_manager import BlockManager
 from pagedkv_lib.core.rollback import truncate
 from pagedkv_lib.core.sequence import Sequence, SequenceStatus
+from pagedkv_lib.core.tiered_block_manager import TieredBlockManager
 
 from .config import EngineConfig
 from .sampler import SamplingParams
@@ -84,7 +88,11 @@ class Scheduler:
         self.max_num_seqs = config.max_num_seqs
         self.max_num_batched_tokens = config.max_num_batched_tokens
         self.eos_token_id = config.model.eos_token_id
-        self.block_manager = BlockManager(config.num_kvcache_blocks, config.block_size)
+        if config.num_cpu_blocks:      # a CPU tier under the pool: evicted prefix blocks written out
+            self.block_manager = TieredBlockManager(config.num_kvcache_blocks, config.block_size,
+                                                    config.num_cpu_blocks)
+        else:
+            self.block_manager = BlockManager(config.num_kvcache_blocks, config.block_size)
         self.waiting: deque[Sequence] = deque()
         self.running: deque[Sequence] = deque()
         self.sampling_params: dict[int, SamplingParams] = {}

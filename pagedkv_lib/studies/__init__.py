@@ -7,5 +7,6 @@ K/V between instances vs recomputing it (transfer_cost). Two choices engines mak
 or the radix tree as a prefix cache, under memory pressure (prefix_cache_comparison), and swapping or
 recomputing a preempted request (swap_or_recompute). Hybrid models: their KV bytes per sequence and what
 fits (hybrid_memory), their prefix hits under pressure with and without the sliding-window rule
-(hybrid_serving). What n-gram speculation buys the mini engine (speculation).
+(hybrid_serving). What n-gram speculation buys the mini engine (speculation). What a CPU tier under the GPU
+pool buys, and a load back against the recompute it replaces (cpu_offload).
 """

@@ -123,4 +123,8 @@ CARDS = (
                     "pagedkv_lib.core.single_type_manager:SingleTypeManager")),
     card(140, "speculative_rollback", "Rollback after speculative decoding", "medium",
          "20 Speculative decoding and the cache", {"truncate": "pagedkv_lib.core.rollback:truncate"}),
+    card(141, "two_tier_cache", "Two-tier prefix cache, GPU and CPU", "medium",
+         "22 A second tier: KV blocks in CPU memory",
+         {"TwoTierCache": "pagedkv_lib.core.two_tier_cache:TwoTierCache"},
+         closed=("pagedkv_lib.core.tiered_block_manager", "pagedkv_lib.core.cpu_block_store")),
 )
