@@ -1,6 +1,6 @@
 """The judge against hostile submissions: nothing outlives a verdict, nothing is written behind its back.
 
-Every test works in a scratch copy of the repository (scratch_repo.py), so a submission that got through
+Every test works in a scratch copy of the repository (tests/scratch_repo.py), so a submission that got through
 would damage only the copy. The layers, tested together and one at a time:
 - the in-process guard (judge/guards.py): each hostile behaviour of plants/hostile.py is refused and the
   refusal is the verdict, in the sandbox and in a plain fork;

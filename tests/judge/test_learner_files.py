@@ -1,6 +1,6 @@
 """practice/ is the learner's: nothing the course ships overwrites a file there without --force and a backup.
 
-Each test works in a scratch copy of the repository (tests/judge/scratch_repo.py), acting as a learner who
+Each test works in a scratch copy of the repository (tests/scratch_repo.py), acting as a learner who
 solved an exercise and then followed our own advice.
 """
 from __future__ import annotations
