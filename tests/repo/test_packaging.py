@@ -89,8 +89,7 @@ def test_every_test_that_reads_practice_runs_again_with_practice_solved():
     assert scope, "no solved_tests=(...) line in .ci/run"
     dirs = [ROOT / d for d in scope.group(1).split()]
     assert all(d.is_dir() for d in dirs), dirs
-    readers = [p for p in (ROOT / "tests").rglob("*.py")
-               if p.name != "conftest.py" and "practice" in p.read_text()]
+    readers = [p for p in (ROOT / "tests").rglob("test_*.py") if "practice" in p.read_text()]
     assert readers, "no test reads practice/: the pattern is wrong"
     outside = [str(p.relative_to(ROOT)) for p in readers if not any(d in p.parents for d in dirs)]
     assert not outside, f"these tests read practice/ but .ci/run's solved pass leaves them out: {outside}"
