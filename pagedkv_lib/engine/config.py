@@ -16,6 +16,12 @@ Speculative decoding (notebook 20) is on when `num_speculative_tokens` k > 0 (vL
 names): before each decode step an n-gram proposer drafts up to k tokens per sequence from its own history
 (`prompt_lookup_min` .. `prompt_lookup_max` tokens matched), the step verifies them in one forward and keeps
 the agreeing prefix plus a bonus token. Greedy only: a request with temperature > 0 is refused.
+
+`overlap_scheduling` (SGLang's overlap scheduler, vLLM's async scheduling; engine/future_tokens.py) lets the
+host schedule and launch step t+1 before it reads step t's tokens. Off by default: on a CPU the forward runs
+while it is launched, so there is nothing to overlap, and the lagging postprocess (a sequence's finish is
+seen one step later, an EOS costs one wasted token) makes the step statistics the notebooks teach harder to
+read; the GPU benchmark measures both. It excludes speculation: drafting needs the last token on the host.
 """
 from __future__ import annotations
 
@@ -76,6 +82,7 @@ class EngineConfig:
     num_speculative_tokens: int = 0        # k > 0: n-gram speculation, up to k drafts verified per step
     prompt_lookup_min: int = 1             # the shortest n-gram the proposer matches
     prompt_lookup_max: int = 3             # the longest (tried first)
+    overlap_scheduling: bool = False       # True: schedule and launch step t+1 before reading step t
 
     @property
     def kv_cache_torch_dtype(self) -> torch.dtype:
@@ -94,6 +101,9 @@ class EngineConfig:
         k = self.num_speculative_tokens
         if isinstance(k, bool) or not isinstance(k, int) or k < 0:
             raise ValueError(f"num_speculative_tokens: expected an int >= 0 (0 = off), got {k!r}")
+        if self.overlap_scheduling and k:
+            raise ValueError(f"overlap_scheduling: expected num_speculative_tokens 0 (drafting reads the "
+                             f"last token on the host, which overlap leaves on the device), got {k}")
         if self.prompt_lookup_min > self.prompt_lookup_max:
             raise ValueError(f"prompt_lookup_min: expected <= prompt_lookup_max ({self.prompt_lookup_max}), "
                              f"got {self.prompt_lookup_min}")
