@@ -14,9 +14,9 @@ accepted ones: acceptance rate = accepted / drafted, tokens per sequence-step = 
 With `overlap_scheduling` (engine/future_tokens.py) a step is: schedule step t+1 -> launch it (its input ids
 hold a placeholder for each token step t is still computing, resolved on the device) -> read step t's
 tokens (the host's one wait, for step t only) -> postprocess step t. So postprocessing lags one step, as in
-SGLang's `event_loop_overlap` (`python/sglang/srt/managers/scheduler.py` at f1dea62: `run_batch` of the next
+SGLang's `event_loop_overlap` (`python/sglang/srt/managers/scheduler.py` at d51c1c2: `run_batch` of the next
 batch, then `process_batch_result` of the last one) and vLLM's async scheduling (a batch queue of depth 2 in
-`vllm/v1/engine/core.py`, `step_with_batch_queue`, at 7ab8a61):
+`vllm/v1/engine/core.py`, `step_with_batch_queue`, at ac3cb2e):
     finished at t, scheduled for t+1   its token from t+1 is dropped when t's EOS is read (a wasted slot,
                                        as in both engines); a sequence whose max_tokens is reached at t is
                                        not scheduled for t+1 at all (Scheduler.schedule holds it back)
