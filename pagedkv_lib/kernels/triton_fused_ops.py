@@ -17,8 +17,9 @@ there through `torch.compile`) and vLLM's CUDA ops (`fused_add_rms_norm`, `rotar
                       v2  also writes the rotated k and the v rows of qkv into the paged cache at each token's
                           slot (-1: nothing), quantized for an fp8 cache exactly as store_kvcache's v2 does
                           (triton_store_kvcache._quantize_fp8): one launch per layer fewer, and k and v are
-                          not read back from memory. vLLM fuses the same pair on ROCm
-                          (`vllm/v1/attention/backends/rocm_aiter_fa.py` calls a fused rope + cache write).
+                          not read back from memory. AMD's aiter has the same pair as one Triton
+                          kernel (ROCm/aiter@50eca12 `aiter/ops/triton/fused_kv_cache.py`,
+                          `fused_qk_rope_reshape_and_cache`).
     silu_and_mul    silu(gate) * up of the fused gate_up projection [T, 2I] -> [T, I].
 
 Every kernel computes in float32 and rounds once at the end; the PyTorch references
