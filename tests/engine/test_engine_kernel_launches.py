@@ -11,6 +11,7 @@ import random
 from collections import Counter
 
 import pytest
+import torch
 
 from pagedkv_lib.engine import LLM, EngineConfig, SamplingParams
 from pagedkv_lib.engine.attention_layer import triton_kernels_available
@@ -36,8 +37,9 @@ def launches(monkeypatch):
 
 @pytest.mark.parametrize("kv_cache_dtype", ["auto", "fp8"])
 def test_a_decode_step_launches_no_separate_store(launches, kv_cache_dtype):
+    device = "cuda" if torch.cuda.is_available() else "cpu"          # eager on a GPU: a replay launches none
     llm = LLM(EngineConfig(block_size=4, num_kvcache_blocks=32, max_num_seqs=4, max_model_len=64,
-                           use_triton=True, kv_cache_dtype=kv_cache_dtype))
+                           use_triton=True, kv_cache_dtype=kv_cache_dtype, device=device, enforce_eager=True))
     rng = random.Random(0)
     for n in (5, 9, 3):
         llm.add_request([rng.randrange(512) for _ in range(n)], SamplingParams(max_tokens=4))

@@ -119,12 +119,15 @@ def test_qk_norm_rope_with_the_store_writes_the_cache_as_store_kvcache_does(T, H
         scales = {"k_scale": torch.tensor([0.5], device=DEVICE),
                   "v_scale": torch.tensor([0.25], device=DEVICE)}
     q1, k1 = qk_norm_rope_triton(*args)
-    want = _caches(4, 4, H_kv, D, cache_dtype)
-    v = qkv[:, (H + H_kv) * D:].view(T, H_kv, D)
-    store_kvcache_triton(k1, v, *want, slots, **scales)
     got = _caches(4, 4, H_kv, D, cache_dtype)
     q2, k2 = qk_norm_rope_triton(*args, k_cache=got[0], v_cache=got[1], slot_mapping=slots, **scales)
-    assert torch.equal(q1, q2) and torch.equal(k1, k2)
+    if backend.is_interpreted():
+        assert torch.equal(q1, q2) and torch.equal(k1, k2)
+    _close(q2, q1, dtype)                    # compiled apart on a GPU: the same math, maybe other rounding
+    _close(k2, k1, dtype)
+    want = _caches(4, 4, H_kv, D, cache_dtype)
+    v = qkv[:, (H + H_kv) * D:].view(T, H_kv, D)                      # [T, H_kv, D] a view of qkv
+    store_kvcache_triton(k2, v, *want, slots, **scales)              # the unfused store of the same k
     for g, w in zip(got, want, strict=True):
         assert torch.equal(g.float().isnan(), w.float().isnan()), "other slots than the mapped ones written"
         assert torch.equal(g.float().nan_to_num(), w.float().nan_to_num())
