@@ -530,6 +530,11 @@ for mode, spans in gpu_timeline.items():
     timeline_runs[f"{mode} ({engine_run['env']['device']}, batch 8, ms)"] = spans
 print("GPU trace in benchmarks/results/bench_engine.json:", ", ".join(gpu_timeline) or
       "none yet (the stored run predates the overlap mode)")
+for r in (r for r in rows if r["overlap_ms"] is not None):
+    print(f"batch {r['B']:3d}: graphs {r['graphed_ms']:.2f} ms ({r['graphed_ms'] / r['floor_ms']:.2f}x the "
+          f"floor), graphs + overlap {r['overlap_ms']:.2f} ms ({r['overlap_ms'] / r['floor_ms']:.2f}x)")
+    if r["overlap_kernels"] is not None:
+        print(f"  kernels per decode step: graphs {r['kernels']}, graphs + overlap {r['overlap_kernels']}")
 fig = plt.figure(figsize=(8, 1.5 * len(timeline_runs) + 0.4), dpi=80)
 plot_step_timeline(timeline_runs, fig)
 plt.show()

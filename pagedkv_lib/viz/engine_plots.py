@@ -142,12 +142,14 @@ class EngineStepper(BlockMapStepper):
 
 def decode_step_rows(result: dict) -> list[dict]:
     """One row per batch size of bench_engine.json: mean decode ms/step eager and graphed, the floor, the
-    graph replay alone, and the fastest transformers method (name and ms/step) where it ran."""
+    graph replay alone, and the fastest transformers method (name and ms/step) where it ran; graphed with
+    overlap scheduling (overlap_ms, its kernels per step) where the run has that mode, else None."""
     rows = []
     hf = result.get("hf", {}).get("methods", {})
     for B in result["batches"]:
         eager = result["modes"]["eager"]["batches"].get(str(B), {})
         graphed = result["modes"]["graphed"]["batches"].get(str(B), {})
+        overlap = result["modes"].get("overlap", {}).get("batches", {}).get(str(B), {})   # issue 32's runs
         if "ms_per_step" not in eager or "ms_per_step" not in graphed:
             continue
         timed = {name: m["batches"][str(B)]["ms_per_step"] for name, m in hf.items()
@@ -156,7 +158,9 @@ def decode_step_rows(result: dict) -> list[dict]:
         rows.append(dict(B=B, eager_ms=eager["ms_per_step"], graphed_ms=graphed["ms_per_step"],
                          floor_ms=graphed["floor_ms"], replay_ms=graphed.get("graph_replay_ms"),
                          replay_floor_ms=graphed.get("replay_floor_ms"), hf_method=best,
-                         hf_ms=timed.get(best), kernels=graphed.get("profile", {}).get("kernels")))
+                         hf_ms=timed.get(best), kernels=graphed.get("profile", {}).get("kernels"),
+                         overlap_ms=overlap.get("ms_per_step"),
+                         overlap_kernels=overlap.get("profile", {}).get("kernels")))
     return rows
 
 
