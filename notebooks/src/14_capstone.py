@@ -584,6 +584,14 @@ result = judge(132)
 #   lowest priority under the priority policy), frees its blocks, sets `num_computed_tokens = 0` and puts it
 #   at the front of the waiting queue (`prepend_request`): preemption by recompute, as here. Admission stops
 #   when `len(self.running)` reaches `max_num_running_reqs`.
+# - **Overlap scheduling** (section 9): SGLang's `event_loop_overlap`
+#   (`python/sglang/srt/managers/scheduler.py`) launches the next batch, then processes the last batch's
+#   result; its `FutureMap`
+#   (`python/sglang/srt/managers/overlap_utils.py`) holds the sampled ids on the GPU and resolves negative
+#   input ids from it. vLLM's async scheduling (`vllm/v1/core/sched/async_scheduler.py`) counts
+#   `num_output_placeholders` per request and caches a request's blocks only up to its known tokens. Both
+#   drop the token a finished request computed one step too many; this engine skips a request that has
+#   reached `max_tokens` before its last token is read, and refuses overlap with speculation.
 # - The PagedAttention paper (Kwon et al., SOSP 2023, section 4.5) weighs two ways to evict a request's
 #   blocks: swapping them to CPU memory, or recomputing them. Recomputation is cheap because the prompt and
 #   the generated tokens are recomputed in one prefill, far faster than the decode steps that produced them.
