@@ -447,6 +447,99 @@ same = engine_run["tokens_equal"]
 print("greedy tokens, graphs vs eager:", ", ".join(f"batch {b}: {v}" for b, v in same.items()))
 
 # %% [markdown]
+# ## 9. Overlap scheduling: the host one step ahead
+#
+# A graphed decode step still waits for the host twice: before the replay, while the scheduler picks the
+# batch and stages its inputs, and after it, while the host reads the tokens back and postprocesses them.
+# At small batches the GPU part is short, so those host phases are a large share of the step. SGLang's
+# overlap scheduler (`event_loop_overlap`, `python/sglang/srt/managers/scheduler.py`) and vLLM's async
+# scheduling (`vllm/v1/core/sched/async_scheduler.py`) reorder the loop so that the host works on step t+1
+# while the GPU runs step t:
+#
+# ```
+# sequential   host   [sched t][launch t][wait ......][post t][sched t+1][launch t+1][wait ....
+#              device           [forward t ........]                     [forward t+1 .....]
+# overlapped   host   [sched t+1][launch t+1][wait][post t][sched t+2][launch t+2][wait][post t+1]
+#              device [forward t ..........][forward t+1 ..............][forward t+2 ........]
+# ```
+#
+# The catch: step t+1's input ids are the tokens step t has not produced yet. The host writes a placeholder
+# instead, `-(row + 1)` for the token in row `row` of step t's output, and the device replaces it just before
+# step t+1's forward with `where(ids < 0, tokens_t[-ids - 1], ids)`, so the token never travels to the host
+# and back between the two steps (SGLang's `FutureMap` does the same, `engine/future_tokens.py`). The host
+# reads step t's tokens only after step t+1 is launched, and postprocessing lags one step, which decides
+# three corner cases:
+#
+# - a sequence that reached `max_tokens` at step t is certain to finish, so it is not scheduled for t+1;
+# - a sequence that produced EOS at step t was already scheduled for t+1: that token is dropped (a wasted
+#   slot, in both engines);
+# - a sequence preempted while step t is in flight keeps the token step t computes (the stream runs step t
+#   before any step that reuses its blocks), and a prefill never holds a placeholder.
+#
+# The switch is `EngineConfig(overlap_scheduling=True)`. First the proof that it changes no token: a pool
+# small enough to preempt, shared prompts for the prefix cache, an EOS token that ends some requests early.
+
+# %%
+def overlap_workload(seed):
+    rng = random.Random(seed)
+    system = [rng.randrange(512) for _ in range(16)]
+    prompts = [system + [rng.randrange(512) for _ in range(rng.randint(1, 12))] for _ in range(8)]
+    return prompts, [SamplingParams(max_tokens=rng.randint(8, 24)) for _ in prompts]
+
+
+ov_prompts, ov_params = overlap_workload(5)
+ov_outputs, ov_engines = {}, {}
+for overlap in (False, True):
+    config = EngineConfig(model=ModelConfig(eos_token_id=42), block_size=4, num_kvcache_blocks=24,
+                          max_num_seqs=8, max_num_batched_tokens=128, max_model_len=64,
+                          overlap_scheduling=overlap)
+    ov_engines[overlap] = LLM(config)
+    ov_outputs[overlap] = ov_engines[overlap].generate(ov_prompts, ov_params, use_tqdm=False)
+for overlap, llm in ov_engines.items():
+    decode_slots = sum(st.num_seqs for st in llm.stats if not st.is_prefill)
+    print(f"overlap {overlap!s:5}: {len(llm.stats)} steps, {decode_slots} decode slots, "
+          f"{sum(st.num_preempted for st in llm.stats)} preemptions, "
+          f"{sum(st.num_cached_tokens for st in llm.stats)} prompt tokens from the prefix cache")
+early = sum(len(o) < sp.max_tokens for o, sp in zip(ov_outputs[True], ov_params, strict=True))
+print(f"same greedy tokens: {ov_outputs[False] == ov_outputs[True]}; {early} of {len(ov_prompts)} requests "
+      f"ended by EOS before max_tokens")
+
+# %% [markdown]
+# The two runs schedule differently (a finished request frees its blocks one step later, so the pool runs
+# dry at other moments, and an EOS ending costs one more slot), yet every token is the same. Their steps, in
+# the order the host ran them, from the engine's own clock (`LLM.timeline`: one span per schedule, launch,
+# read and postprocess). On a CPU the "device" is the host itself (the forward runs inside the launch), so
+# nothing overlaps in time here and the picture shows the ORDER only, one box per span. On a GPU,
+# `benchmarks/bench_engine_gpu.py` traces a few decode steps at batch 8 in both modes (host phases by the
+# host clock, each step's device span between two CUDA events, both from one reference event;
+# `benchmarks/run_overlap_h200.sh` runs it with the engine's GPU tests); when the stored run holds that trace,
+# its two panels are drawn below the CPU's, in milliseconds.
+
+# %%
+from pagedkv_lib.viz.engine_plots import host_spans, ordinal_spans, plot_step_timeline
+
+first = next(st.step for st in ov_engines[True].stats if not st.is_prefill) + 1   # a few decode steps in
+timeline_runs = {f"{name} (CPU, spans in host order, not to scale)":
+                 ordinal_spans(host_spans(ov_engines[ov].timeline, first, 3))
+                 for name, ov in (("sequential", False), ("overlapped", True))}
+for name, spans in timeline_runs.items():
+    host_order = [f"{s['phase']} {s['step']}" for s in spans if s["lane"] == "host"]
+    print(name.split(" (")[0] + ":", ", ".join(host_order))
+gpu_timeline = engine_run.get("timeline", {})
+for mode, spans in gpu_timeline.items():
+    timeline_runs[f"{mode} ({engine_run['env']['device']}, batch 8, ms)"] = spans
+print("GPU trace in benchmarks/results/bench_engine.json:", ", ".join(gpu_timeline) or
+      "none yet (the stored run predates the overlap mode)")
+for r in (r for r in rows if r["overlap_ms"] is not None):
+    print(f"batch {r['B']:3d}: graphs {r['graphed_ms']:.2f} ms ({r['graphed_ms'] / r['floor_ms']:.2f}x the "
+          f"floor), graphs + overlap {r['overlap_ms']:.2f} ms ({r['overlap_ms'] / r['floor_ms']:.2f}x)")
+    if r["overlap_kernels"] is not None:
+        print(f"  kernels per decode step: graphs {r['kernels']}, graphs + overlap {r['overlap_kernels']}")
+fig = plt.figure(figsize=(8, 1.5 * len(timeline_runs) + 0.4), dpi=80)
+plot_step_timeline(timeline_runs, fig)
+plt.show()
+
+# %% [markdown]
 # ## Exercises
 #
 # **132 · Scheduler with preemption · hard.** In `practice/132_scheduler_step.py`, write
@@ -491,6 +584,14 @@ result = judge(132)
 #   lowest priority under the priority policy), frees its blocks, sets `num_computed_tokens = 0` and puts it
 #   at the front of the waiting queue (`prepend_request`): preemption by recompute, as here. Admission stops
 #   when `len(self.running)` reaches `max_num_running_reqs`.
+# - **Overlap scheduling** (section 9): SGLang's `event_loop_overlap`
+#   (`python/sglang/srt/managers/scheduler.py`) launches the next batch, then processes the last batch's
+#   result; its `FutureMap`
+#   (`python/sglang/srt/managers/overlap_utils.py`) holds the sampled ids on the GPU and resolves negative
+#   input ids from it. vLLM's async scheduling (`vllm/v1/core/sched/async_scheduler.py`) counts
+#   `num_output_placeholders` per request and caches a request's blocks only up to its known tokens. Both
+#   drop the token a finished request computed one step too many; this engine skips a request that has
+#   reached `max_tokens` before its last token is read, and refuses overlap with speculation.
 # - The PagedAttention paper (Kwon et al., SOSP 2023, section 4.5) weighs two ways to evict a request's
 #   blocks: swapping them to CPU memory, or recomputing them. Recomputation is cheap because the prompt and
 #   the generated tokens are recomputed in one prefill, far faster than the decode steps that produced them.

@@ -13,7 +13,10 @@
     decode_graphs.py       DecodeGraphs: the decode forward as CUDA graphs for a ladder of batch sizes (GPU)
     model_runner.py        ModelRunner: KV cache, prepare_prefill/prepare_decode, forward, sample (no host
                            sync but the sampled tokens' readback)
-    llm_engine.py          LLMEngine / LLM: add_request, step, generate, StepStats
+    future_tokens.py       overlap scheduling's placeholders: placeholder_id, resolve_placeholders (on the
+                           device), PendingTokens, InFlightStep, fill_placeholder
+    llm_engine.py          LLMEngine / LLM: add_request, step (sequential or overlapped), generate, StepStats,
+                           HostSpan
     ngram_proposer.py      NgramProposer: draft tokens by prompt lookup (notebook 20)
     rejection_sampler.py   accept_greedy, accept_tree_greedy: which drafts a verification keeps
     tree_verification.py   tree_logits (a draft tree in one forward under its mask), branch_logits

@@ -8,6 +8,10 @@ no hidden global state decides what a layer reads.
              (or a same-step duplicate prefix) leaves keys in the cache that are not among this step's tokens
     decode:  store_kvcache for the one new token per sequence, then decode attention
 
+With the Triton kernels the store is fused into the norm + RoPE kernel (`triton_fused_ops`, qk_norm_rope's
+v2) and `forward(..., kv_stored=True)` skips it; an fp8 cache whose scales are still to be calibrated
+stores separately on that first forward (the scales come from its K/V).
+
 `Kernels` names the functions used: the PyTorch references of `pagedkv_lib` on CPU, the Triton kernels of
 `pagedkv_lib.kernels` (store, decode and the varlen prefill, and the fused layer operations of
 `triton_fused_ops`) on a CUDA GPU. The Triton launchers get `check_values=False` unless the engine is in its
@@ -100,10 +104,12 @@ class Attention(nn.Module):
                 {"k_scale": self.scale_tensors[1], "v_scale": self.scale_tensors[2]})
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor,
-                v_cache: torch.Tensor, inputs: ModelInputs) -> torch.Tensor:
-        """q [T, H, D], k and v [T, H_kv, D], caches [N, S, H_kv, D] -> out [T, H, D]."""
+                v_cache: torch.Tensor, inputs: ModelInputs, kv_stored: bool = False) -> torch.Tensor:
+        """q [T, H, D], k and v [T, H_kv, D], caches [N, S, H_kv, D] -> out [T, H, D]. kv_stored: the
+        fused qk_norm_rope kernel has already written k and v into the cache (its v2)."""
         scales, store_scales = self.cache_scales(k, v, k_cache)
-        self.kernels.store_kvcache(k, v, k_cache, v_cache, inputs.slot_mapping, **store_scales)
+        if not kv_stored:
+            self.kernels.store_kvcache(k, v, k_cache, v_cache, inputs.slot_mapping, **store_scales)
         if inputs.block_tables is None:
             raise ValueError("inputs.block_tables: attention reads the cache and needs the block tables; "
                              "got None (ModelRunner fills them in for prefills without a prefix hit)")

@@ -20,6 +20,12 @@ the agreeing prefix plus a bonus token. Greedy only: a request with temperature 
 A CPU tier (notebook 22) is on when `num_cpu_blocks` > 0: cached prefix blocks evicted from the pool are
 written out to that many blocks of CPU memory and loaded back on a later hit instead of recomputed
 (core/tiered_block_manager.py, engine/kv_offload.py).
+
+`overlap_scheduling` (SGLang's overlap scheduler, vLLM's async scheduling; engine/future_tokens.py) lets the
+host schedule and launch step t+1 before it reads step t's tokens. Off by default: on a CPU the forward runs
+while it is launched, so there is nothing to overlap, and the lagging postprocess (a sequence's finish is
+seen one step later, an EOS costs one wasted token) makes the step statistics the notebooks teach harder to
+read; the GPU benchmark measures both. It excludes speculation: drafting needs the last token on the host.
 """
 from __future__ import annotations
 
@@ -81,6 +87,7 @@ class EngineConfig:
     prompt_lookup_min: int = 1             # the shortest n-gram the proposer matches
     prompt_lookup_max: int = 3             # the longest (tried first)
     num_cpu_blocks: int = 0                # > 0: a CPU tier of that many blocks under the pool (notebook 22)
+    overlap_scheduling: bool = False       # True: schedule and launch step t+1 before reading step t
 
     @property
     def kv_cache_torch_dtype(self) -> torch.dtype:
@@ -102,6 +109,9 @@ class EngineConfig:
         c = self.num_cpu_blocks
         if isinstance(c, bool) or not isinstance(c, int) or c < 0:
             raise ValueError(f"num_cpu_blocks: expected an int >= 0 (0 = no CPU tier), got {c!r}")
+        if self.overlap_scheduling and k:
+            raise ValueError(f"overlap_scheduling: expected num_speculative_tokens 0 (drafting reads the "
+                             f"last token on the host, which overlap leaves on the device), got {k}")
         if self.prompt_lookup_min > self.prompt_lookup_max:
             raise ValueError(f"prompt_lookup_min: expected <= prompt_lookup_max ({self.prompt_lookup_max}), "
                              f"got {self.prompt_lookup_min}")

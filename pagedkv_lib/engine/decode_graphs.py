@@ -17,6 +17,11 @@ captured for:
     step t:  write the inputs into pinned host buffers (padded) -> one async copy each into the static device
              buffers -> replay the graph of the padded size -> hidden states of the first B rows
 
+With overlap scheduling the host stages step t+1 while step t may still wait in the stream, its input copies
+not yet done: `stage` first waits for the event recorded after the last upload (the front of the previous
+step, so a short wait), and `run` resolves placeholder input ids on the device between the upload and the
+replay (engine/future_tokens.py: a few small kernels, outside the graph).
+
 A graph is captured the first time its size is needed (nano-vllm captures the whole ladder at start-up):
 by then the first prefill has set an fp8 cache's scales, which the graph bakes in. Before each capture one
 eager run on the same buffers compiles the Triton kernels and lets cuBLAS pick its algorithms; the padded
@@ -31,6 +36,8 @@ import torch
 
 from pagedkv_lib.core.model_inputs import ModelInputs
 from pagedkv_lib.core.sequence import Sequence
+
+from .future_tokens import resolve_placeholders
 
 LADDER_STEP = 16
 
@@ -73,6 +80,7 @@ class DecodeGraphs:
         self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
         self.pool = None
         self.table_rows: list[tuple[int, int]] = []   # (seq_id, entries written) of each staged table row
+        self.uploaded = torch.cuda.Event() if pin else None   # recorded after each upload's copies
 
     def stage(self, seqs: list[Sequence]) -> int:
         """Write the step's inputs into the pinned host buffers, padded to a captured size; returns that size.
@@ -84,6 +92,8 @@ class DecodeGraphs:
         blocks appended since (a preempted sequence always misses a decode step, so its row is rewritten)."""
         bs = len(seqs)
         padded = padded_batch_size(bs, self.batch_sizes)
+        if self.uploaded is not None:
+            self.uploaded.synchronize()          # the last upload has read the host buffers (overlap)
         h, tables = self.host_np, self.host_np["block_tables"]
         rows = []
         for i, seq in enumerate(seqs):
@@ -113,6 +123,8 @@ class DecodeGraphs:
         """One asynchronous copy per buffer, pinned host -> device (no host sync)."""
         for name, t in self.host.items():
             self.static[name][:padded].copy_(t[:padded], non_blocking=True)
+        if self.uploaded is not None:
+            self.uploaded.record()
 
     def inputs(self, padded: int) -> ModelInputs:
         """The static buffers' first `padded` rows as the model's decode inputs."""
@@ -136,11 +148,13 @@ class DecodeGraphs:
             self.pool = graph.pool()
         self.graphs[padded] = graph
 
-    def run(self, seqs: list[Sequence]) -> torch.Tensor:
+    def run(self, seqs: list[Sequence], future: torch.Tensor | None = None) -> torch.Tensor:
         """The decode forward of `seqs` by graph replay -> hidden states [B, E] (a view of the output buffer,
-        valid until the next replay)."""
+        valid until the next replay). `future` [B_prev]: the previous step's sampled ids, for placeholders."""
         padded = self.stage(seqs)
         self.upload(padded)
+        if future is not None:
+            resolve_placeholders(self.static["input_ids"][:padded], future)          # [padded] in place
         if padded not in self.graphs:
             self.capture(padded)
         self.graphs[padded].replay()

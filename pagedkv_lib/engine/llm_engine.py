@@ -13,15 +13,34 @@ accepted ones: acceptance rate = accepted / drafted, tokens per sequence-step = 
 
 With a CPU tier (`num_cpu_blocks` > 0) a step hands the copies its scheduling queued (`OffloadScheduler`)
 to the runner before the forward; `StepStats` counts the blocks saved and loaded.
+
+With `overlap_scheduling` (engine/future_tokens.py) a step is: schedule step t+1 -> launch it (its input ids
+hold a placeholder for each token step t is still computing, resolved on the device) -> read step t's
+tokens (the host's one wait, for step t only) -> postprocess step t. So postprocessing lags one step, as in
+SGLang's `event_loop_overlap` (`python/sglang/srt/managers/scheduler.py` at d51c1c2: `run_batch` of the next
+batch, then `process_batch_result` of the last one) and vLLM's async scheduling (a batch queue of depth 2 in
+`vllm/v1/engine/core.py`, `step_with_batch_queue`, at ac3cb2e):
+    finished at t, scheduled for t+1   its token from t+1 is dropped when t's EOS is read (a wasted slot,
+                                       as in both engines); a sequence whose max_tokens is reached at t is
+                                       not scheduled for t+1 at all (Scheduler.schedule holds it back)
+    preempted at t+1                   its blocks are freed while step t may still write into them (the
+                                       stream runs t first); its token from t is read and kept (or ends it)
+    prefill                            a prefilled sequence gets a placeholder like a decoded one; a prefill
+                                       never holds one (a preempted sequence is resolved before it returns)
+`stats[i]` describes the step launched by call i (`num_seqs` 0 for the last call, which only drains), and
+its `num_finished` the sequences finished by that call (their last token came from step i - 1).
+`timeline` holds a `HostSpan` (host clock) for each schedule, launch, read and postprocess of every step.
 """
 from __future__ import annotations
 
 import sys
+import time
 from dataclasses import dataclass
 
-from pagedkv_lib.core.sequence import Sequence
+from pagedkv_lib.core.sequence import Sequence, SequenceStatus
 
 from .config import EngineConfig
+from .future_tokens import InFlightStep, fill_placeholder, placeholder_id
 from .kv_offload import KVTransfers, OffloadScheduler
 from .model_runner import ModelRunner
 from .ngram_proposer import NgramProposer
@@ -46,6 +65,14 @@ class StepStats:
     num_accepted_tokens: int = 0   # of them, accepted
     num_saved_blocks: int = 0      # CPU tier: blocks written out (evicted from the pool) this step
     num_loaded_blocks: int = 0     # CPU tier: blocks loaded back (counted in num_cached_tokens)
+
+
+@dataclass(frozen=True)
+class HostSpan:
+    step: int        # the step the work is for (with overlap, step t is read during the call of step t+1)
+    phase: str       # "schedule", "launch", "read" (the wait for the tokens) or "postprocess"
+    start: float     # time.perf_counter() seconds
+    end: float
 
 
 class Progress:
@@ -79,6 +106,8 @@ class LLMEngine:
         self.scheduler = Scheduler(self.config)
         self.model_runner = ModelRunner(self.config, seed)
         self.stats: list[StepStats] = []
+        self.timeline: list[HostSpan] = []
+        self.in_flight: InFlightStep | None = None      # overlap scheduling: the step whose tokens are unread
         self._next_seq_id = 0
         c = self.config
         self.offload = OffloadScheduler(self.block_manager) if c.num_cpu_blocks else None
@@ -119,26 +148,61 @@ class LLMEngine:
             room = params[seq.seq_id].max_tokens - seq.num_completion_tokens - 1
             seq.draft_token_ids = self.proposer.propose(seq.token_ids, room)
 
-    def step(self) -> list[Sequence]:
-        """Schedule, run the model, postprocess; returns the sequences that finished in this step."""
-        if self.proposer is not None:
-            self.propose_drafts()
-        seqs, is_prefill = self.scheduler.schedule()
-        params = self.scheduler.sampling_params
-        cached = sum(s.num_cached_tokens for s in seqs) if is_prefill else 0
-        drafted = sum(len(s.draft_token_ids) for s in seqs) if not is_prefill else 0
-        computed = sum(len(s) for s in seqs) - cached if is_prefill else len(seqs) + drafted
-        transfers = self.offload.build_transfers() if self.offload is not None else KVTransfers()
+    def record(self, step: int, phase: str, start: float) -> None:
+        self.timeline.append(HostSpan(step, phase, start, time.perf_counter()))
+
+    def start_transfers(self) -> KVTransfers:
+        """The CPU tier's copies that this step's scheduling queued, handed to the runner before its
+        forward (saves, then loads: engine/kv_offload.py)."""
+        if self.offload is None:
+            return KVTransfers()
+        transfers = self.offload.build_transfers()
         if transfers:
             self.model_runner.transfer_kv(transfers)
+        return transfers
+
+    def step(self) -> list[Sequence]:
+        """Schedule, run the model, postprocess; returns the sequences that finished in this step (with
+        overlap scheduling: schedule and launch this step, then read and postprocess the one before)."""
+        if self.config.overlap_scheduling:
+            return self.step_overlapped()
+        if self.proposer is not None:
+            self.propose_drafts()
+        step, start = len(self.stats), time.perf_counter()
+        seqs, is_prefill = self.scheduler.schedule()
+        self.record(step, "schedule", start)
+        params = self.scheduler.sampling_params
+        drafted = sum(len(s.draft_token_ids) for s in seqs) if not is_prefill else 0
+        transfers = self.start_transfers()
+        start = time.perf_counter()
         if drafted:
             targets = self.model_runner.verify(seqs)
             token_ids = [accept_greedy(s.draft_token_ids, t) for s, t in zip(seqs, targets, strict=True)]
+            self.record(step, "launch", start)                # a verification reads its tokens too
         else:
-            sampled = self.model_runner.run(seqs, is_prefill, [params[s.seq_id].temperature for s in seqs])
-            token_ids = [[t] for t in sampled]
+            pending = self.model_runner.launch(seqs, is_prefill, [params[s.seq_id].temperature for s in seqs])
+            self.record(step, "launch", start)
+            start = time.perf_counter()
+            token_ids = [[t] for t in pending.read()]
+            self.record(step, "read", start)
+        start = time.perf_counter()
         accepted = sum(len(t) - 1 for t in token_ids)
+        counts = self.token_counts(seqs, is_prefill, drafted)
         finished = self.scheduler.postprocess(seqs, token_ids)
+        self.record(step, "postprocess", start)
+        self.append_stats(is_prefill, seqs, counts, finished, transfers, drafted, accepted)
+        return finished
+
+    def token_counts(self, seqs: list[Sequence], is_prefill: bool, drafted: int) -> tuple[int, int]:
+        """(computed, cached) tokens of a step, counted before its tokens are appended."""
+        cached = sum(s.num_cached_tokens for s in seqs) if is_prefill else 0
+        computed = sum(len(s) for s in seqs) - cached if is_prefill else len(seqs) + drafted
+        return computed, cached
+
+    def append_stats(self, is_prefill: bool, seqs: list[Sequence], counts: tuple[int, int],
+                     finished: list[Sequence], transfers: KVTransfers, drafted: int = 0,
+                     accepted: int = 0) -> None:
+        computed, cached = counts
         self.stats.append(StepStats(
             step=len(self.stats), is_prefill=is_prefill, num_seqs=len(seqs), num_computed_tokens=computed,
             num_cached_tokens=cached, num_preempted=self.scheduler.num_preempted, num_finished=len(finished),
@@ -146,6 +210,52 @@ class LLMEngine:
             num_free_blocks=self.block_manager.num_free_blocks, num_draft_tokens=drafted,
             num_accepted_tokens=accepted, num_saved_blocks=len(transfers.saves),
             num_loaded_blocks=len(transfers.loads)))
+
+    def step_overlapped(self) -> list[Sequence]:
+        """Overlap scheduling (module docstring): schedule and launch step t+1, its placeholders resolved on
+        the device from step t's tokens, THEN read step t's tokens and postprocess step t."""
+        step, start = len(self.stats), time.perf_counter()
+        seqs, is_prefill = self.scheduler.schedule()             # [] only while the held ones drain
+        self.record(step, "schedule", start)
+        previous, self.in_flight = self.in_flight, None
+        counts = self.token_counts(seqs, is_prefill, 0)
+        transfers = self.start_transfers()
+        if seqs:
+            start = time.perf_counter()
+            params = self.scheduler.sampling_params
+            future = previous.pending.tokens if previous is not None else None
+            pending = self.model_runner.launch(seqs, is_prefill, [params[s.seq_id].temperature for s in seqs],
+                                               future)
+            positions = [s.num_tokens for s in seqs]
+            for row, seq in enumerate(seqs):
+                seq.append_token(placeholder_id(row))
+            self.in_flight = InFlightStep(step, seqs, positions, pending)
+            self.record(step, "launch", start)
+        finished = self.postprocess_in_flight(previous) if previous is not None else []
+        self.append_stats(is_prefill, seqs, counts, finished, transfers)
+        return finished
+
+    def postprocess_in_flight(self, done: InFlightStep) -> list[Sequence]:
+        """Read a launched step's tokens, put each in place of its placeholder, finish what EOS or max_tokens
+        ends (Scheduler.postprocess); a finished sequence's placeholder from the step launched since is
+        dropped (its wasted token)."""
+        start = time.perf_counter()
+        token_ids = done.pending.read()
+        self.record(done.step, "read", start)
+        start = time.perf_counter()
+        finished = []
+        for seq, position, token_id in zip(done.seqs, done.positions, token_ids, strict=True):
+            if seq.status is SequenceStatus.FINISHED:       # ended by the step before: a wasted token
+                continue
+            fill_placeholder(self.block_manager, seq, position, token_id)
+            later = seq.token_ids[position + 1:]            # the placeholder of the step just launched
+            del seq.token_ids[position:]                    # postprocess appends the token and judges it
+            ended = self.scheduler.postprocess([seq], [[token_id]])
+            if ended:
+                finished += ended
+            else:
+                seq.token_ids += later
+        self.record(done.step, "postprocess", start)
         return finished
 
     def generate(self, prompts: list[list[int]], sampling_params: SamplingParams | list | None = None,

@@ -47,9 +47,17 @@ class Qwen3Attention(nn.Module):
         qkv = self.qkv_proj(x)                                                        # [T, (H + 2 H_kv) D]
         q, k, v = qkv.split([self.num_heads * D, self.num_kv_heads * D, self.num_kv_heads * D], dim=-1)
         v = v.reshape(T, self.num_kv_heads, D)                   # [T, H_kv, D] a view, rows qkv's apart
+        kv_stored = False
         if self.qk_norm_rope is not None:                        # one kernel: both norms and both rotations
+            store = {}
+            if inputs is not None and not self.attn.calculate_kv_scales:  # ... and the store (v2)
+                k_cache, v_cache = layer_caches(kv_cache, self.layer_idx)             # [N, S, H_kv, D] each
+                store = dict(k_cache=k_cache, v_cache=v_cache, slot_mapping=inputs.slot_mapping,
+                             **self.attn.cache_scales(None, None, k_cache)[1])
+                kv_stored = True
             q, k = self.qk_norm_rope(qkv, positions, self.q_norm.weight, self.k_norm.weight, self.rotary.cos,
-                                     self.rotary.sin, self.num_heads, self.num_kv_heads, self.q_norm.eps)
+                                     self.rotary.sin, self.num_heads, self.num_kv_heads, self.q_norm.eps,
+                                     **store)
         else:
             q = self.rotary(positions, self.q_norm(q.reshape(T, self.num_heads, D)))     # [T, H, D]
             k = self.rotary(positions, self.k_norm(k.reshape(T, self.num_kv_heads, D)))  # [T, H_kv, D]
@@ -57,7 +65,7 @@ class Qwen3Attention(nn.Module):
             o = dense_causal_attention(q, k, v, self.attn.scale)                      # [T, H, D]
         else:
             k_cache, v_cache = layer_caches(kv_cache, self.layer_idx)                 # [N, S, H_kv, D] each
-            o = self.attn(q, k, v, k_cache, v_cache, inputs)                          # [T, H, D]
+            o = self.attn(q, k, v, k_cache, v_cache, inputs, kv_stored)               # [T, H, D]
         return self.o_proj(o.reshape(T, self.num_heads * D))                          # [T, E]
 
 

@@ -16,6 +16,11 @@ On a GPU a step never waits for the GPU except once, for its sampled tokens:
 
 With a CPU tier, `transfer_kv` runs the step's saves and loads (engine/kv_offload.py) before the forward.
 
+With overlap scheduling (`EngineConfig.overlap_scheduling`, engine/future_tokens.py) `launch` returns before
+the tokens are read: their copy is queued with its own event (two pinned buffers, used in turn), the engine
+launches the next step, whose placeholder input ids `forward` resolves on the device from this step's
+token tensor, and only then reads this step's tokens.
+
 Speculating, a decode step whose sequences hold drafts is a verification (`verify`): every sequence's last
 token and drafts as one varlen chunk (`prepare_verify`), eagerly, and the argmax at EVERY position.
 """
@@ -38,6 +43,7 @@ from pagedkv_lib.core.sequence import Sequence
 from .attention_layer import Attention, select_kernels
 from .config import EngineConfig
 from .decode_graphs import DecodeGraphs
+from .future_tokens import PendingTokens, resolve_placeholders
 from .kv_offload import KVTransfers, OffloadWorker
 from .model import Qwen3ForCausalLM
 from .sampler import Sampler
@@ -64,8 +70,12 @@ class ModelRunner:
             self.graphs = DecodeGraphs(self.model, self.kv_cache, config.max_num_seqs, config.max_model_len,
                                        config.block_size)
         max_tokens_per_step = config.max_num_seqs * (1 + config.num_speculative_tokens)  # a verification's
-        self.host_tokens = torch.zeros(max_tokens_per_step, dtype=torch.int64, pin_memory=self.cuda)  # [T]
-        self.tokens_ready = torch.cuda.Event() if self.cuda else None
+        # two pinned buffers and events, used in turn: a step's tokens may still be unread when the next is
+        # launched (overlap scheduling), never two steps' tokens
+        self.host_tokens = [torch.zeros(max_tokens_per_step, dtype=torch.int64, pin_memory=self.cuda)
+                            for _ in range(2)]                                                  # [T] each
+        self.tokens_ready = [torch.cuda.Event() for _ in range(2)] if self.cuda else None
+        self.num_reads = 0
         self.kv_offload = None         # the CPU tier's worker side (notebook 22), its one hook: transfer_kv
         if config.num_cpu_blocks:
             self.kv_offload = OffloadWorker(self.kv_cache, config.num_cpu_blocks)
@@ -97,33 +107,54 @@ class ModelRunner:
             inputs = replace(inputs, block_tables=pad_block_tables([s.block_table for s in seqs]))  # [B, M]
         return self.to_device(inputs)
 
-    def forward(self, seqs: list[Sequence], is_prefill: bool) -> torch.Tensor:
+    def forward(self, seqs: list[Sequence], is_prefill: bool,
+                future: torch.Tensor | None = None) -> torch.Tensor:
         """Hidden states of each sequence's last token [B, E]: a decode by graph replay where one is captured
-        for the batch, else eagerly."""
+        for the batch, else eagerly. `future` [B_prev]: the previous step's sampled ids, which replace the
+        placeholder input ids on the device (overlap scheduling)."""
+        placeholders = any(s.last_token < 0 for s in seqs)
+        if placeholders and (future is None or is_prefill):
+            raise ValueError(f"input ids: expected placeholders (< 0) only in a decode step given the "
+                             f"previous step's tokens, got is_prefill={is_prefill}, "
+                             f"future given {future is not None}")
         if not is_prefill and self.graphs is not None and len(seqs) <= self.graphs.batch_sizes[-1]:
-            return self.graphs.run(seqs)                                                # [B, E]
+            return self.graphs.run(seqs, future if placeholders else None)              # [B, E]
         inputs = self.prepare(seqs, is_prefill)
+        if placeholders:
+            resolve_placeholders(inputs.input_ids, future)                              # [T] on the device
         hidden = self.model(inputs.input_ids, inputs.positions, inputs, self.kv_cache)  # [T, E]
         if is_prefill:
             hidden = hidden[inputs.cu_seqlens_q[1:].long() - 1]                        # [B, E] last tokens
         return hidden
 
+    def start_read(self, tokens: torch.Tensor) -> PendingTokens:
+        """Queue the sampled ids' copy to the host (pinned, asynchronous) and an event after it; no wait."""
+        if not self.cuda:
+            return PendingTokens(tokens)
+        i = self.num_reads % 2
+        self.num_reads += 1
+        host = self.host_tokens[i][: tokens.shape[0]]                                   # [T] pinned
+        host.copy_(tokens, non_blocking=True)
+        self.tokens_ready[i].record()
+        return PendingTokens(tokens, host, self.tokens_ready[i])
+
     def read_tokens(self, tokens: torch.Tensor) -> list[int]:
         """The sampled ids as Python ints: the step's one wait for the GPU (an event after a pinned copy)."""
-        if not self.cuda:
-            return tokens.numpy().tolist()
-        host = self.host_tokens[: tokens.shape[0]]                                      # [T] pinned
-        host.copy_(tokens, non_blocking=True)
-        self.tokens_ready.record()
-        self.tokens_ready.synchronize()
-        return host.numpy().tolist()
+        return self.start_read(tokens).read()
 
     @torch.inference_mode()
+    def launch(self, seqs: list[Sequence], is_prefill: bool, temperatures: list[float],
+               future: torch.Tensor | None = None) -> PendingTokens:
+        """One forward over the scheduled sequences and the sampler, queued; the tokens' copy to the host
+        queued after them. `future`: the previous step's token tensor (placeholders, `forward`)."""
+        greedy = not any(t > 0 for t in temperatures)                  # argmax needs no float32 logits
+        hidden = self.forward(seqs, is_prefill, future)                                 # [B, E]
+        logits = self.model.compute_logits(hidden, None if greedy else torch.float32)   # [B, V]
+        return self.start_read(self.sampler(logits, temperatures))
+
     def run(self, seqs: list[Sequence], is_prefill: bool, temperatures: list[float]) -> list[int]:
         """One forward over the scheduled sequences -> one sampled token per sequence."""
-        greedy = not any(t > 0 for t in temperatures)                  # argmax needs no float32 logits
-        logits = self.model.compute_logits(self.forward(seqs, is_prefill), None if greedy else torch.float32)
-        return self.read_tokens(self.sampler(logits, temperatures))                     # logits [B, V]
+        return self.launch(seqs, is_prefill, temperatures).read()
 
     @torch.inference_mode()
     def verify(self, seqs: list[Sequence]) -> list[list[int]]:

@@ -24,6 +24,12 @@ verification `postprocess` appends what was accepted and cuts the blocks back (`
 With a CPU tier (EngineConfig.num_cpu_blocks > 0) the block manager is a `TieredBlockManager`: the
 same calls, and the copies each step needs queued for the connector (engine/kv_offload.py).
 
+With overlap scheduling (engine/future_tokens.py) a sequence is scheduled again before its last token is
+known, so `Scheduler.schedule` leaves out a running sequence that already holds max_tokens completion tokens
+(its last one in flight: it finishes when that one is read, whatever it is; vLLM's async scheduler skips such
+a request the same way), and `postprocess` may finish a sequence that the step in between preempted (it
+leaves `waiting`, not `running`). Without overlap neither case can arise.
+
 Two choices differ from nano-vllm: max_num_seqs bounds the running queue (vLLM's `max_num_running_reqs`),
 where nano-vllm counts only this step's admissions, so a decode step serves every running sequence; and the
 token budget counts every token of an admitted sequence, cached or not (nano-vllm checks len(seq) against
@@ -106,11 +112,18 @@ class Scheduler:
         self.waiting.append(seq)
 
     def schedule(self) -> tuple[list[Sequence], bool]:
+        """One step of `schedule` over the queues; ([], False) only while every running sequence is held
+        (overlap scheduling: its last token in flight and its max_tokens reached)."""
+        held = [s for s in self.running
+                if s.num_completion_tokens >= self.sampling_params[s.seq_id].max_tokens]
+        for seq in held:
+            self.running.remove(seq)
         num_waiting = len(self.waiting)
         seqs, is_prefill = schedule(self.waiting, self.running, self.block_manager, self.max_num_seqs,
                                     self.max_num_batched_tokens)
+        self.running.extend(held)
         self.num_preempted = 0 if is_prefill else len(self.waiting) - num_waiting
-        if not seqs:
+        if not seqs and not held:
             raise RuntimeError(f"nothing to schedule: {len(self.waiting)} waiting, {len(self.running)} "
                                f"running, {self.block_manager.num_free_blocks} free blocks")
         return seqs, is_prefill
@@ -130,9 +143,12 @@ class Scheduler:
                 if done:
                     break
             if done:
-                seq.status = SequenceStatus.FINISHED
                 self.block_manager.deallocate(seq)
-                self.running.remove(seq)
+                if seq.status is SequenceStatus.RUNNING:
+                    self.running.remove(seq)
+                else:                                   # preempted while its last token was in flight
+                    self.waiting.remove(seq)
+                seq.status = SequenceStatus.FINISHED
                 del self.sampling_params[seq.seq_id]
                 finished.append(seq)
             elif seq.draft_token_ids:

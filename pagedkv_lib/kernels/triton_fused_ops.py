@@ -12,6 +12,14 @@ there through `torch.compile`) and vLLM's CUDA ops (`fused_add_rms_norm`, `rotar
                     token (vLLM's fused_add_rms_norm). Without a residual: the plain RMSNorm.
     qk_norm_rope    Qwen3's per-head RMSNorm of q and k, then RoPE (half-split), read straight from the fused
                     qkv projection; writes q [T, H, D] and k [T, H_kv, D] contiguous. One program per token.
+                    Versions (the STORE constexpr selects):
+                      v1  q and k only; the attention layer then launches store_kvcache.
+                      v2  also writes the rotated k and the v rows of qkv into the paged cache at each token's
+                          slot (-1: nothing), quantized for an fp8 cache exactly as store_kvcache's v2 does
+                          (triton_store_kvcache._quantize_fp8): one launch per layer fewer, and k and v are
+                          not read back from memory. AMD's aiter has the same pair as one Triton
+                          kernel (ROCm/aiter@50eca12 `aiter/ops/triton/fused_kv_cache.py`,
+                          `fused_qk_rope_reshape_and_cache`).
     silu_and_mul    silu(gate) * up of the fused gate_up projection [T, 2I] -> [T, I].
 
 Every kernel computes in float32 and rounds once at the end; the PyTorch references
@@ -25,6 +33,8 @@ them as they are.
 """
 import torch
 
+from pagedkv_lib.core.kv_quant import FP8_MAX, is_fp8
+
 from .backend import MISSING_TRITON
 
 try:
@@ -32,6 +42,10 @@ try:
     import triton.language as tl
 except ImportError as exc:  # triton is optional off Linux
     raise ImportError(MISSING_TRITON) from exc
+
+from pagedkv_lib.core.store_kvcache import check_store_args  # noqa: E402
+
+from .triton_store_kvcache import _quantize_fp8, check_row_layout, scale_tensor  # noqa: E402
 
 __all__ = ["add_rms_norm_triton", "qk_norm_rope_triton", "silu_and_mul_triton"]
 
@@ -77,6 +91,11 @@ def _qk_norm_rope_kernel(
     sin_ptr,                # [P, D / 2]
     q_out_ptr,              # [T, H, D] contiguous
     k_out_ptr,              # [T, H_kv, D] contiguous
+    slot_mapping_ptr,       # v2: [T] int32/int64, -1 = do not write (v1: unused)
+    k_cache_ptr,            # v2: [N, S, H_kv, D] contiguous: slot s starts at s * H_kv * D
+    v_cache_ptr,            # v2: [N, S, H_kv, D] contiguous
+    k_scale_ptr,            # v2, fp8 caches: [1] float32, stored key = key / k_scale
+    v_scale_ptr,            # v2, fp8 caches: [1] float32
     eps,
     NUM_HEADS: tl.constexpr,      # H
     NUM_KV_HEADS: tl.constexpr,   # H_kv
@@ -84,6 +103,10 @@ def _qk_norm_rope_kernel(
     HALF: tl.constexpr,           # D / 2
     BLOCK_H: tl.constexpr,        # next power of two >= H + H_kv
     BLOCK_HALF: tl.constexpr,     # next power of two >= D / 2
+    STORE: tl.constexpr,          # False: v1, True: v2 (k and v into the cache)
+    QUANT: tl.constexpr,          # v2: the cache is fp8 e4m3
+    BLOCK_ROW: tl.constexpr,      # v2: next power of two >= H_kv * D (one token's v row)
+    FP8_MAX: tl.constexpr,        # 448.0, the largest e4m3fn value
 ):
     t = tl.program_id(0).to(tl.int64)
     pos = tl.load(positions_ptr + t)                                  # read 1
@@ -119,6 +142,24 @@ def _qk_norm_rope_kernel(
     tl.store(q_out_ptr + q_rows[:, None] + HALF + offs_i[None, :], o2, mask=q_mask)
     tl.store(k_out_ptr + k_rows[:, None] + offs_i[None, :], o1, mask=k_mask)           # write H_kv*D
     tl.store(k_out_ptr + k_rows[:, None] + HALF + offs_i[None, :], o2, mask=k_mask)
+    if STORE:
+        slot = tl.load(slot_mapping_ptr + t).to(tl.int64)            # read 1 index
+        kc1, kc2, cache_ty = o1, o2, k_cache_ptr.dtype.element_ty
+        offs_v = tl.arange(0, BLOCK_ROW)                              # [BLOCK_ROW]
+        v_mask = (offs_v < NUM_KV_HEADS * HEAD_DIM) & ((offs_v * 0 + slot) >= 0)    # [BLOCK_ROW]
+        v = tl.load(qkv_ptr + t * qkv_stride + (NUM_HEADS + NUM_KV_HEADS) * HEAD_DIM + offs_v,
+                    mask=v_mask, other=0.0)                           # read H_kv*D
+        if QUANT:
+            kc1 = _quantize_fp8(o1, tl.load(k_scale_ptr), FP8_MAX)   # [BLOCK_H, BLOCK_HALF] fp32
+            kc2 = _quantize_fp8(o2, tl.load(k_scale_ptr), FP8_MAX)
+            v = _quantize_fp8(v, tl.load(v_scale_ptr), FP8_MAX)      # [BLOCK_ROW] fp32
+        row = NUM_KV_HEADS * HEAD_DIM                                 # elements of one slot
+        cache_rows = slot * row + (offs_h - NUM_HEADS) * HEAD_DIM     # [BLOCK_H] rows of k_cache
+        c_mask = k_mask & ((k_rows[:, None] * 0 + slot) >= 0)        # [BLOCK_H, BLOCK_HALF]
+        tl.store(k_cache_ptr + cache_rows[:, None] + offs_i[None, :], kc1.to(cache_ty), mask=c_mask)
+        tl.store(k_cache_ptr + cache_rows[:, None] + HALF + offs_i[None, :], kc2.to(cache_ty),
+                 mask=c_mask)                                         # write H_kv*D
+        tl.store(v_cache_ptr + slot * row + offs_v, v.to(v_cache_ptr.dtype.element_ty), mask=v_mask)
 
 
 @triton.jit
@@ -171,10 +212,15 @@ def add_rms_norm_triton(x: torch.Tensor, weight: torch.Tensor, eps: float,
 
 def qk_norm_rope_triton(qkv: torch.Tensor, positions: torch.Tensor, q_weight: torch.Tensor,
                         k_weight: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, num_heads: int,
-                        num_kv_heads: int, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+                        num_kv_heads: int, eps: float, *, k_cache: torch.Tensor | None = None,
+                        v_cache: torch.Tensor | None = None, slot_mapping: torch.Tensor | None = None,
+                        k_scale=None, v_scale=None) -> tuple[torch.Tensor, torch.Tensor]:
     """qkv [T, (H + 2 H_kv) * D] -> q [T, H, D], k [T, H_kv, D]: per-head RMSNorm, then RoPE at `positions`.
 
     cos, sin [P, D / 2]: the rotary tables (RotaryEmbedding's buffers), indexed by position.
+    With k_cache, v_cache [N, S, H_kv, D] and slot_mapping [T] (v2): also k -> k_cache[slot] and qkv's v
+    rows -> v_cache[slot], as store_kvcache_triton(k, v, ...) would (its shape checks; fp8 scales as 1-element
+    float32 tensors or floats; no check reads a device value).
     """
     _check_rows("qkv", qkv)
     _check_rows("cos", cos)
@@ -190,12 +236,26 @@ def qk_norm_rope_triton(qkv: torch.Tensor, positions: torch.Tensor, q_weight: to
         raise ValueError(f"positions: expected shape ({T},) [T], got {tuple(positions.shape)}")
     q = torch.empty(T, num_heads, D, dtype=qkv.dtype, device=qkv.device)      # [T, H, D]
     k = torch.empty(T, num_kv_heads, D, dtype=qkv.dtype, device=qkv.device)   # [T, H_kv, D]
+    store = k_cache is not None
+    cache_args = (positions,) * 5                                     # v1: any pointers, never read
+    quant = False
+    if store:
+        v = qkv[:, (num_heads + num_kv_heads) * D:].view(T, num_kv_heads, D)   # [T, H_kv, D] a view
+        check_store_args(k, v, k_cache, v_cache, slot_mapping, k_scale=k_scale, v_scale=v_scale,
+                         check_values=False)
+        check_row_layout("qkv's v", v)
+        quant = is_fp8(k_cache)
+        scales = (slot_mapping, slot_mapping)                         # v2 without fp8: never read
+        if quant:
+            scales = (scale_tensor(k_scale, qkv.device), scale_tensor(v_scale, qkv.device))
+        cache_args = (slot_mapping, k_cache, v_cache, *scales)
     if T:
         _qk_norm_rope_kernel[(T,)](
-            qkv, qkv.stride(0), positions, q_weight, k_weight, cos, sin, q, k, eps,
+            qkv, qkv.stride(0), positions, q_weight, k_weight, cos, sin, q, k, *cache_args, eps,
             NUM_HEADS=num_heads, NUM_KV_HEADS=num_kv_heads, HEAD_DIM=D, HALF=D // 2,
             BLOCK_H=triton.next_power_of_2(num_heads + num_kv_heads),
-            BLOCK_HALF=triton.next_power_of_2(D // 2), num_warps=4,
+            BLOCK_HALF=triton.next_power_of_2(D // 2), STORE=store, QUANT=quant,
+            BLOCK_ROW=triton.next_power_of_2(num_kv_heads * D), FP8_MAX=FP8_MAX, num_warps=4,
         )
     return q, k
 

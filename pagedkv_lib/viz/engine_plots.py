@@ -6,6 +6,11 @@
     EngineStepper(frames)                    block_map.BlockMapStepper over those frames
     decode_step_rows(result)                 benchmarks/results/bench_engine.json as one row per batch size
     plot_decode_steps(rows, fig=None)        ms per decode step: eager, CUDA graphs, the floor, transformers
+    host_spans(timeline, first_step, n)      LLMEngine.timeline (HostSpans) as span dicts, steps first..+n
+    ordinal_spans(spans)                     the same spans one unit wide each, in host order (the CPU's
+                                             picture: the order is deterministic, the times are not)
+    plot_step_timeline(runs, fig=None)       host and device lanes per step, one panel per run (CPU order
+                                             or measured ms)
 Every number comes from `pagedkv_lib.engine` or a stored benchmark; this module only draws. The serving
 simulation's pictures are in `viz.serving_plots`. A notebook passes a pyplot figure (`fig=plt.figure(...)`)
 and calls `plt.show()`, so that the picture is stored as an image; without `fig` the functions make a
@@ -137,12 +142,14 @@ class EngineStepper(BlockMapStepper):
 
 def decode_step_rows(result: dict) -> list[dict]:
     """One row per batch size of bench_engine.json: mean decode ms/step eager and graphed, the floor, the
-    graph replay alone, and the fastest transformers method (name and ms/step) where it ran."""
+    graph replay alone, and the fastest transformers method (name and ms/step) where it ran; graphed with
+    overlap scheduling (overlap_ms, its kernels per step) where the run has that mode, else None."""
     rows = []
     hf = result.get("hf", {}).get("methods", {})
     for B in result["batches"]:
         eager = result["modes"]["eager"]["batches"].get(str(B), {})
         graphed = result["modes"]["graphed"]["batches"].get(str(B), {})
+        overlap = result["modes"].get("overlap", {}).get("batches", {}).get(str(B), {})   # issue 32's runs
         if "ms_per_step" not in eager or "ms_per_step" not in graphed:
             continue
         timed = {name: m["batches"][str(B)]["ms_per_step"] for name, m in hf.items()
@@ -151,7 +158,9 @@ def decode_step_rows(result: dict) -> list[dict]:
         rows.append(dict(B=B, eager_ms=eager["ms_per_step"], graphed_ms=graphed["ms_per_step"],
                          floor_ms=graphed["floor_ms"], replay_ms=graphed.get("graph_replay_ms"),
                          replay_floor_ms=graphed.get("replay_floor_ms"), hf_method=best,
-                         hf_ms=timed.get(best), kernels=graphed.get("profile", {}).get("kernels")))
+                         hf_ms=timed.get(best), kernels=graphed.get("profile", {}).get("kernels"),
+                         overlap_ms=overlap.get("ms_per_step"),
+                         overlap_kernels=overlap.get("profile", {}).get("kernels")))
     return rows
 
 
@@ -172,4 +181,52 @@ def plot_decode_steps(rows: list[dict], fig: Figure | None = None, figsize=(7, 2
     ax.set_ylabel("ms per decode step", fontsize=8)
     ax.tick_params(labelsize=7)
     ax.legend(fontsize=7, ncols=4, loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
+    return fig
+
+
+PHASE_COLORS = {"schedule": "#9467bd", "launch": "#1f77b4", "read": "#d62728", "postprocess": "#2ca02c",
+                "forward": "#ff7f0e"}
+
+
+def host_spans(timeline, first_step: int, num_steps: int) -> list[dict]:
+    """The HostSpans of steps first_step .. first_step + num_steps - 1, in host order, as the benchmark's
+    span dicts (lane "host", start_ms / end_ms from the first of them)."""
+    chosen = [h for h in timeline if first_step <= h.step < first_step + num_steps]
+    t0 = chosen[0].start
+    return [dict(lane="host", step=h.step, phase=h.phase, start_ms=(h.start - t0) * 1e3,
+                 end_ms=(h.end - t0) * 1e3) for h in chosen]
+
+
+def ordinal_spans(spans: list[dict]) -> list[dict]:
+    """Each span one unit wide, in order of start, gaps dropped: a picture of the order alone. On a CPU the
+    device is the host: its lane repeats the launches (the forward runs inside them)."""
+    out = []
+    for i, s in enumerate(sorted(spans, key=lambda s: s["start_ms"])):
+        out.append(dict(s, start_ms=float(i), end_ms=i + 0.9))
+        if s["phase"] == "launch":
+            out.append(dict(out[-1], lane="device", phase="forward"))
+    return out
+
+
+def plot_step_timeline(runs: dict[str, list[dict]], fig: Figure | None = None, figsize=(8, 3.2),
+                       dpi=80) -> Figure:
+    """One panel per run (name, its unit included -> span dicts with lane, step, phase, start_ms, end_ms): a
+    host and a device lane, a box per span coloured by phase and labelled with its step."""
+    fig = fig if fig is not None else Figure(figsize=figsize, dpi=dpi)
+    axes = np.atleast_1d(fig.subplots(len(runs), 1))
+    lanes = {"host": 1, "device": 0}
+    for ax, (name, spans) in zip(axes, runs.items(), strict=True):
+        for s in spans:
+            y = lanes[s["lane"]]
+            ax.barh(y, s["end_ms"] - s["start_ms"], left=s["start_ms"], height=0.6,
+                    color=PHASE_COLORS[s["phase"]], edgecolor="white", linewidth=0.5)
+            ax.text((s["start_ms"] + s["end_ms"]) / 2, y, str(s["step"]), ha="center", va="center",
+                    fontsize=6, color="white")
+        ax.set_yticks(list(lanes.values()), list(lanes), fontsize=7)
+        ax.set_ylim(-0.6, 1.6)
+        ax.set_title(name, fontsize=8, loc="left")
+        ax.tick_params(labelsize=7)
+    handles = [Patch(color=c, label=p) for p, c in PHASE_COLORS.items()]
+    fig.legend(handles=handles, fontsize=7, ncols=5, loc="upper center", frameon=False)
+    fig.subplots_adjust(top=0.82, hspace=0.6)
     return fig

@@ -48,20 +48,22 @@ def value_reads(monkeypatch):
 
 @pytest.mark.skipif(not triton_kernels_available() or torch.cuda.is_available(),
                     reason="the Triton kernels on CPU tensors: the interpreter (a GPU runs the test below)")
-def test_engine_steps_read_no_tensor_value_on_the_triton_path(value_reads):
+@pytest.mark.parametrize("overlap", [False, True])
+def test_engine_steps_read_no_tensor_value_on_the_triton_path(value_reads, overlap):
     llm = LLM(EngineConfig(block_size=4, num_kvcache_blocks=48, max_num_seqs=4, max_model_len=64,
-                           use_triton=True))
+                           use_triton=True, overlap_scheduling=overlap))
     prompts, params = _requests(3, seed=0)
     for p, sp in zip(prompts, params, strict=True):
         llm.add_request(p, sp)
     llm.step()                                                        # prefill
-    seqs, _ = llm.scheduler.schedule()
-    graphs = DecodeGraphs(llm.model_runner.model, llm.model_runner.kv_cache, 4, 64, 4)
-    with torch.inference_mode():
-        padded = graphs.stage(seqs)                                   # the graph path, replayed eagerly
-        graphs.upload(padded)
-        graphs.forward(padded)
-    llm.scheduler.postprocess(seqs, [[t] for t in llm.model_runner.run(seqs, False, [0.0] * len(seqs))])
+    if not overlap:                                                   # (with overlap: placeholders, below)
+        seqs, _ = llm.scheduler.schedule()
+        graphs = DecodeGraphs(llm.model_runner.model, llm.model_runner.kv_cache, 4, 64, 4)
+        with torch.inference_mode():
+            padded = graphs.stage(seqs)                               # the graph path, replayed eagerly
+            graphs.upload(padded)
+            graphs.forward(padded)
+        llm.scheduler.postprocess(seqs, [[t] for t in llm.model_runner.run(seqs, False, [0.0] * len(seqs))])
     while not llm.is_finished():
         llm.step()
     assert value_reads == [], f"tensor values read on the step's path: {value_reads}"
@@ -89,12 +91,14 @@ def test_kernel_value_checks_are_off_on_the_engines_path_unless_debugging():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU: host syncs exist only there")
 @pytest.mark.parametrize("enforce_eager", [False, True])
 @pytest.mark.parametrize("kv_cache_dtype", ["auto", "fp8"])
-def test_engine_steps_make_no_host_sync_on_the_gpu(enforce_eager, kv_cache_dtype):
+@pytest.mark.parametrize("overlap", [False, True])
+def test_engine_steps_make_no_host_sync_on_the_gpu(enforce_eager, kv_cache_dtype, overlap):
     """A first run compiles the kernels and captures the graphs it needs; a second run of the same shapes
     (other tokens) runs under sync debug mode "error": prefill and decode steps, sampling, the readback."""
     config = EngineConfig(block_size=16, num_kvcache_blocks=64, max_num_seqs=8, max_model_len=128,
                           device="cuda", use_triton=True, enforce_eager=enforce_eager,
-                          kv_cache_dtype=kv_cache_dtype, model=EngineConfig().model)
+                          kv_cache_dtype=kv_cache_dtype, model=EngineConfig().model,
+                          overlap_scheduling=overlap)
     llm = LLM(config)
     prompts, params = _requests(6, seed=2)
     llm.generate(prompts, params, use_tqdm=False)

@@ -21,12 +21,12 @@ NUM_BLOCKS = 8
 
 
 def chat(num_cpu_blocks: int, seed: int = 0, num_conversations: int = 4, num_turns: int = 3,
-         device: str = "cpu", enforce_eager: bool = False):
+         device: str = "cpu", enforce_eager: bool = False, overlap_scheduling: bool = False):
     """(every turn's answer, the engine's StepStats, the engine) of the chat in the module docstring."""
     rng = random.Random(seed)
     config = EngineConfig(block_size=BLOCK_SIZE, num_kvcache_blocks=NUM_BLOCKS, max_num_seqs=2,
                           max_num_batched_tokens=64, max_model_len=64, num_cpu_blocks=num_cpu_blocks,
-                          device=device, enforce_eager=enforce_eager)
+                          device=device, enforce_eager=enforce_eager, overlap_scheduling=overlap_scheduling)
     llm = LLM(config)
     history = [[] for _ in range(num_conversations)]
     answers = []
@@ -43,9 +43,11 @@ def gpu_only():
     return chat(0)
 
 
+@pytest.mark.parametrize("overlap_scheduling", [False, True])
 @pytest.mark.parametrize("num_cpu_blocks", [1, 4, 32])
-def test_cpu_tier_keeps_the_greedy_tokens(gpu_only, num_cpu_blocks):
-    answers, stats, llm = chat(num_cpu_blocks)
+def test_cpu_tier_keeps_the_greedy_tokens(gpu_only, num_cpu_blocks, overlap_scheduling):
+    """With overlap scheduling too: the step's copies are queued between its scheduling and its launch."""
+    answers, stats, llm = chat(num_cpu_blocks, overlap_scheduling=overlap_scheduling)
     assert answers == gpu_only[0]
     if num_cpu_blocks >= 4:              # one block holds a single turn's last eviction: maybe no hit
         assert sum(s.num_loaded_blocks for s in stats) > 0, "the chat was meant to load blocks back"

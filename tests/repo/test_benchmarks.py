@@ -42,3 +42,27 @@ def test_bench_cascade_smoke_runs_end_to_end_and_checks_every_method(tmp_path):
     assert all(m["rel_err"] < 1e-5 and m["us"] > 0 for m in methods.values()), methods
     assert methods["cascade"]["bytes"] < methods["paged_v3"]["bytes"] == methods["sdpa"]["bytes"]
     assert "cascade" in (tmp_path / "bench_cascade.txt").read_text()
+
+
+def test_bench_engine_gpu_smoke_runs_every_mode_and_traces_the_timeline(monkeypatch, tmp_path):
+    """bench_engine_gpu.py --smoke on a CPU: the three modes, the same greedy tokens in each, and a timeline
+    whose overlapped steps launch step t+1 before they read step t (what notebook 14 draws)."""
+    import json
+
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    for cached in [m for m in sys.modules if m in MODULES]:
+        monkeypatch.delitem(sys.modules, cached)
+    bench = importlib.import_module("bench_engine_gpu")
+    monkeypatch.setattr(sys, "argv", ["bench_engine_gpu.py", "--smoke", "--out", str(tmp_path)])
+    bench.main()
+    result = json.loads((tmp_path / "bench_engine.json").read_text())
+    assert set(result["modes"]) == {"eager", "graphed", "overlap"}
+    for per_mode in result["tokens_equal"].values():
+        assert all(v.split("/")[0] == v.split("/")[1].split()[0] for v in per_mode.values()), per_mode
+    host = [s for s in result["timeline"]["overlap"] if s["lane"] == "host"]
+    first = {}
+    for i, s in enumerate(host):
+        first.setdefault((s["phase"], s["step"]), i)
+    read_steps = [step for phase, step in first if phase == "read" and ("launch", step + 1) in first]
+    assert read_steps and all(first[("launch", t + 1)] < first[("read", t)] for t in read_steps)
+    assert "overlap" in (tmp_path / "bench_engine.txt").read_text()

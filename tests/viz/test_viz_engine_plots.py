@@ -102,3 +102,23 @@ def test_decode_step_rows_read_the_engine_benchmark_and_plot():
                                                                      (8, None, None)]
     assert rows[1]["kernels"] == 340 and rows[0]["graphed_ms"] / rows[0]["floor_ms"] == 2.0
     assert isinstance(ep.plot_decode_steps(rows), Figure)
+
+
+def test_step_timeline_draws_every_span_of_both_runs_in_host_order():
+    runs = {}
+    for overlap in (False, True):
+        llm = LLM(EngineConfig(model=TINY, block_size=4, num_kvcache_blocks=12, max_model_len=40,
+                               overlap_scheduling=overlap))
+        llm.generate(PROMPTS, SamplingParams(max_tokens=6), use_tqdm=False)
+        spans = ep.ordinal_spans(ep.host_spans(llm.timeline, 2, 3))
+        host = [s for s in spans if s["lane"] == "host"]
+        assert [s["start_ms"] for s in host] == list(range(len(host)))          # one unit each, in order
+        device = [s for s in spans if s["lane"] == "device"]
+        assert [(s["step"], s["start_ms"]) for s in device] == [(s["step"], s["start_ms"]) for s in host
+                                                                  if s["phase"] == "launch"]
+        runs["overlapped" if overlap else "sequential"] = spans
+    order = [(s["phase"], s["step"]) for s in runs["overlapped"] if s["lane"] == "host"]
+    assert order.index(("launch", 3)) < order.index(("read", 2))              # the overlap, drawn
+    fig = ep.plot_step_timeline(runs)
+    drawn = [len(ax.patches) for ax in fig.axes]
+    assert drawn == [len(runs["sequential"]), len(runs["overlapped"])]

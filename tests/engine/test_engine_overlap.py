@@ -1,0 +1,185 @@
+"""Overlap scheduling (EngineConfig.overlap_scheduling): the same greedy tokens as the engine without it, and
+the overlap really happens (step t+1 is launched before step t's tokens are read).
+
+The workload is the equivalence test's kind: requests sharing a system prompt (two identical), a pool too
+small for all of them, so the runs preempt and hit the prefix cache; an EOS token chosen from the
+non-overlapped run's own output (a token some completion holds before its max_tokens), so that requests end
+both by EOS and by max_tokens. The same tests run on CUDA when a GPU is present (graphed and eager).
+"""
+from __future__ import annotations
+
+import random
+from collections import Counter
+from dataclasses import replace
+
+import pytest
+import torch
+
+from pagedkv_lib.engine import LLM, EngineConfig, ModelConfig, SamplingParams
+from pagedkv_lib.engine.attention_layer import triton_kernels_available
+from pagedkv_lib.engine.future_tokens import placeholder_id, resolve_placeholders
+
+POOL_TOKENS = 96
+MAX_MODEL_LEN = 64
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+def make_requests(seed: int = 0) -> tuple[list[list[int]], list[SamplingParams]]:
+    rng = random.Random(seed)
+    system = [rng.randrange(512) for _ in range(16)]
+    prompts = [system + [rng.randrange(512) for _ in range(rng.randint(1, 12))] for _ in range(5)]
+    prompts.append(list(prompts[2]))                                       # an identical prompt
+    prompts += [[rng.randrange(512) for _ in range(rng.randint(10, 30))] for _ in range(3)]
+    return prompts, [SamplingParams(max_tokens=rng.randint(8, 24)) for _ in prompts]
+
+
+def engine_config(block_size: int, device: str, overlap: bool, eos: int | None = None,
+                  enforce_eager: bool = False) -> EngineConfig:
+    model = ModelConfig(eos_token_id=eos, dtype=torch.float32)
+    return EngineConfig(model=model, block_size=block_size, num_kvcache_blocks=POOL_TOKENS // block_size,
+                        max_num_seqs=8, max_num_batched_tokens=128, max_model_len=MAX_MODEL_LEN,
+                        device=device, use_triton=device == "cuda" and triton_kernels_available(),
+                        enforce_eager=enforce_eager, overlap_scheduling=overlap)
+
+
+def early_token(outputs: list[list[int]], params: list[SamplingParams]) -> int:
+    """The token that most completions hold before their last position: as EOS it ends several early."""
+    early = [set(out[: sp.max_tokens - 1]) for out, sp in zip(outputs, params, strict=True)]
+    counts = Counter(t for tokens in early for t in tokens)
+    return counts.most_common(1)[0][0]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("block_size", [1, 4, 16])
+def test_overlap_scheduling_gives_the_tokens_of_the_sequential_engine(block_size, device):
+    prompts, params = make_requests()
+    plain = LLM(engine_config(block_size, device, False)).generate(prompts, params, use_tqdm=False)
+    eos = early_token(plain, params)
+    runs = {}
+    for overlap in (False, True):
+        llm = LLM(engine_config(block_size, device, overlap, eos))
+        runs[overlap] = llm.generate(prompts, params, use_tqdm=False)
+        bm = llm.block_manager
+        assert bm.num_free_blocks == llm.config.num_kvcache_blocks and not bm.used_block_ids
+        assert llm.in_flight is None or all(s.status.name == "FINISHED" for s in llm.in_flight.seqs)
+    for i, (seq_out, ovl_out) in enumerate(zip(runs[False], runs[True], strict=True)):
+        assert ovl_out == seq_out, f"request {i}, block_size {block_size}: overlap {ovl_out} != {seq_out}"
+    assert all(t >= 0 for out in runs[True] for t in out), "a placeholder reached the output"
+    ended_by_eos = sum(out[-1] == eos and len(out) < sp.max_tokens for out, sp in zip(runs[True], params))
+    ended_by_max = sum(len(out) == sp.max_tokens for out, sp in zip(runs[True], params))
+    assert ended_by_eos and ended_by_max, f"expected both endings, got {ended_by_eos} EOS, {ended_by_max} max"
+    llm = LLM(engine_config(block_size, device, True, eos))
+    llm.generate(prompts, params, use_tqdm=False)
+    assert sum(s.num_preempted for s in llm.stats) > 0, "the workload was meant to run the pool dry"
+    assert sum(s.num_cached_tokens for s in llm.stats) > 0, "the workload was meant to hit the prefix cache"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU: the eager path next to the graphs")
+def test_overlap_scheduling_eager_on_the_gpu_gives_the_same_tokens():
+    prompts, params = make_requests(1)
+    runs = [LLM(engine_config(16, "cuda", overlap, enforce_eager=True)).generate(prompts, params,
+                                                                                   use_tqdm=False)
+            for overlap in (False, True)]
+    assert runs[0] == runs[1]
+
+
+def test_only_an_eos_ending_costs_a_wasted_slot():
+    """A sequence that reached max_tokens is not scheduled again while its last token is in flight; one
+    that ends by EOS was scheduled once more (its token dropped). A pool that never preempts: the sequential
+    engine's decode slots are exactly the completions' tokens after the first."""
+    prompts, params = make_requests()
+    plain = LLM(engine_config(16, "cpu", False)).generate(prompts, params, use_tqdm=False)
+    eos = early_token(plain, params)
+    slots, outputs = {}, {}
+    for overlap in (False, True):
+        llm = LLM(replace(engine_config(16, "cpu", overlap, eos), num_kvcache_blocks=64))
+        outputs[overlap] = llm.generate(prompts, params, use_tqdm=False)
+        assert sum(s.num_preempted for s in llm.stats) == 0
+        slots[overlap] = sum(s.num_seqs for s in llm.stats if not s.is_prefill)
+    ended_by_eos = sum(len(out) < sp.max_tokens for out, sp in zip(outputs[True], params, strict=True))
+    assert outputs[True] == outputs[False] and ended_by_eos > 0
+    assert slots[False] == sum(len(out) - 1 for out in outputs[False])
+    assert 0 < slots[True] - slots[False] <= ended_by_eos, (slots, ended_by_eos)
+
+
+def test_overlap_scheduling_and_speculation_are_exclusive():
+    with pytest.raises(ValueError, match="overlap_scheduling: expected num_speculative_tokens 0"):
+        EngineConfig(overlap_scheduling=True, num_speculative_tokens=2)
+
+
+def event_log(llm: LLM) -> list[tuple[str, int]]:
+    """Wrap the runner's launch and the tokens' read: ("launch", step) / ("read", step), in call order."""
+    log: list[tuple[str, int]] = []
+    launch = llm.model_runner.launch
+
+    def logged_launch(*args, **kwargs):
+        step = sum(1 for e in log if e[0] == "launch")
+        pending = launch(*args, **kwargs)
+        log.append(("launch", step))
+        read = pending.read
+
+        def logged_read():
+            log.append(("read", step))
+            return read()
+        pending.read = logged_read
+        return pending
+    llm.model_runner.launch = logged_launch
+    return log
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+def test_step_t_plus_1_is_launched_before_step_t_is_read_only_with_overlap(overlap):
+    prompts, params = make_requests()
+    llm = LLM(engine_config(4, "cpu", overlap))
+    log = event_log(llm)
+    llm.generate(prompts, params, use_tqdm=False)
+    order: dict[tuple[str, int], int] = {}
+    for i, event in enumerate(log):
+        order.setdefault(event, i)                                # the first read of a step counts
+    launches = [s for kind, s in log if kind == "launch"]
+    assert len(launches) > 10
+    for t in launches[:-1]:
+        launched_next_first = order[("launch", t + 1)] < order[("read", t)]
+        assert launched_next_first == overlap, f"step {t}: {log[max(0, order[('read', t)] - 2):][:5]}"
+
+
+def test_placeholders_resolve_from_the_previous_steps_tokens_on_the_device():
+    future = torch.tensor([40, 41, 42], dtype=torch.int64)               # [B_prev] step t's tokens
+    input_ids = torch.tensor([placeholder_id(2), 7, placeholder_id(0), 0], dtype=torch.int64)  # [T]
+    assert resolve_placeholders(input_ids, future).tolist() == [42, 7, 40, 0]
+    assert input_ids.tolist() == [42, 7, 40, 0]                          # in place
+
+
+def test_a_prefill_with_a_placeholder_is_refused():
+    llm = LLM(engine_config(4, "cpu", False))
+    llm.add_request([1, 2, 3], SamplingParams(max_tokens=4))
+    seqs, is_prefill = llm.scheduler.schedule()
+    seqs[0].append_token(placeholder_id(0))
+    with pytest.raises(ValueError, match="placeholders"):
+        llm.model_runner.launch(seqs, True, [0.0], torch.zeros(1, dtype=torch.int64))
+
+
+def test_generated_blocks_are_hit_by_a_later_prompt_with_overlap_as_without():
+    """The block a placeholder completes is re-hashed once the token is known: a prompt that repeats a
+    request and its completion finds as many cached tokens as in the sequential engine."""
+    prompt = [5, 9, 2, 7, 1]
+    cached = {}
+    for overlap in (False, True):
+        llm = LLM(replace(engine_config(4, "cpu", overlap), max_num_seqs=1))
+        (out,) = llm.generate([prompt], SamplingParams(max_tokens=12), use_tqdm=False)
+        num_steps = len(llm.stats)
+        llm.generate([prompt + out], SamplingParams(max_tokens=1), use_tqdm=False)
+        (prefill,) = [s for s in llm.stats[num_steps:] if s.is_prefill]
+        cached[overlap] = prefill.num_cached_tokens
+    assert cached[False] >= 12 and cached[True] == cached[False], cached
+
+
+def test_the_timeline_holds_every_phase_of_every_step_in_host_order():
+    prompts, params = make_requests()
+    llm = LLM(engine_config(16, "cpu", True))
+    llm.generate(prompts, params, use_tqdm=False)
+    spans = llm.timeline
+    assert all(a.end <= b.start for a, b in zip(spans, spans[1:], strict=False))
+    launched = {s.step for s in spans if s.phase == "launch"}
+    for phase in ("read", "postprocess"):
+        assert {s.step for s in spans if s.phase == phase} == launched
