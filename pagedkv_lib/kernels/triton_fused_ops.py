@@ -144,7 +144,6 @@ def _qk_norm_rope_kernel(
     tl.store(k_out_ptr + k_rows[:, None] + HALF + offs_i[None, :], o2, mask=k_mask)
     if STORE:
         slot = tl.load(slot_mapping_ptr + t).to(tl.int64)            # read 1 index
-        kc1, kc2, cache_ty = o1, o2, k_cache_ptr.dtype.element_ty
         offs_v = tl.arange(0, BLOCK_ROW)                              # [BLOCK_ROW]
         v_mask = (offs_v < NUM_KV_HEADS * HEAD_DIM) & ((offs_v * 0 + slot) >= 0)    # [BLOCK_ROW]
         v = tl.load(qkv_ptr + t * qkv_stride + (NUM_HEADS + NUM_KV_HEADS) * HEAD_DIM + offs_v,
@@ -153,12 +152,15 @@ def _qk_norm_rope_kernel(
             kc1 = _quantize_fp8(o1, tl.load(k_scale_ptr), FP8_MAX)   # [BLOCK_H, BLOCK_HALF] fp32
             kc2 = _quantize_fp8(o2, tl.load(k_scale_ptr), FP8_MAX)
             v = _quantize_fp8(v, tl.load(v_scale_ptr), FP8_MAX)      # [BLOCK_ROW] fp32
+        else:
+            kc1 = o1
+            kc2 = o2
         row = NUM_KV_HEADS * HEAD_DIM                                 # elements of one slot
         cache_rows = slot * row + (offs_h - NUM_HEADS) * HEAD_DIM     # [BLOCK_H] rows of k_cache
         c_mask = k_mask & ((k_rows[:, None] * 0 + slot) >= 0)        # [BLOCK_H, BLOCK_HALF]
-        tl.store(k_cache_ptr + cache_rows[:, None] + offs_i[None, :], kc1.to(cache_ty), mask=c_mask)
-        tl.store(k_cache_ptr + cache_rows[:, None] + HALF + offs_i[None, :], kc2.to(cache_ty),
-                 mask=c_mask)                                         # write H_kv*D
+        k_at = k_cache_ptr + cache_rows[:, None] + offs_i[None, :]    # [BLOCK_H, BLOCK_HALF] first halves
+        tl.store(k_at, kc1.to(k_cache_ptr.dtype.element_ty), mask=c_mask)
+        tl.store(k_at + HALF, kc2.to(k_cache_ptr.dtype.element_ty), mask=c_mask)    # write H_kv*D
         tl.store(v_cache_ptr + slot * row + offs_v, v.to(v_cache_ptr.dtype.element_ty), mask=v_mask)
 
 
