@@ -21,7 +21,8 @@ waits: scheduling, inputs, forward, sampling, the readback of the tokens); decod
 The floor of a decode step: the bytes it must read, over the copy bandwidth measured in the same run
 (gpu_harness): every weight once (the embedding once, as the tied LM head; norms included) plus the K and
 V of every context token of every layer. Also measured: the graph replay alone (CUDA events, the forward's
-GPU time), and at B = 64 one profiled step per mode (kernels launched, GPU busy time). Greedy tokens of
+GPU time), and at B = 1 and 64 one profiled step per mode (kernels launched, GPU busy time, the kernels
+that take the most GPU time). Greedy tokens of
 the eager, graphed and overlapped runs are compared (same prompts, same weights). At B = 8 a few decode
 steps of the graphed and the overlapped engine are traced: the host's phases by its clock (`LLM.timeline`)
 and each step's device span between two CUDA events (recorded before the launch and after the tokens' copy),
@@ -59,6 +60,8 @@ class Workload:
 MODES = ("graphed", "overlap", "eager")
 TRACE_BATCH = 8
 TRACE_STEPS = 6
+PROFILED_BATCHES = (1, 64)      # one profiled decode step per mode: kernels launched, GPU busy time
+TOP_KERNELS = 8                # the kernel names that take the most GPU time, listed for the graphed mode
 
 
 def engine_config(max_batch: int, mode: str, model: ModelConfig, work: Workload) -> EngineConfig:
@@ -139,7 +142,16 @@ def profile_decode_step(llm: LLM, B: int, seed: int, work: Workload) -> dict:
     busy_us = sum(e.device_time for e in kernels) if kernels else 0.0
     while not llm.is_finished():
         llm.step()
-    return dict(kernels=len(kernels), gpu_busy_ms=busy_us / 1e3)
+    return dict(kernels=len(kernels), gpu_busy_ms=busy_us / 1e3, top=top_kernels(kernels))
+
+
+def top_kernels(kernels, n: int = TOP_KERNELS) -> list[dict]:
+    """The n kernel names that take the most GPU time in the profiled step: name, launches, total us."""
+    by_name: dict[str, list[float]] = {}
+    for e in kernels:
+        by_name.setdefault(e.name, []).append(e.device_time)
+    ranked = sorted(by_name.items(), key=lambda item: -sum(item[1]))[:n]
+    return [dict(name=name, launches=len(times), us=sum(times)) for name, times in ranked]
 
 
 def trace_timeline(llm: LLM, B: int, seed: int, work: Workload, num_steps: int = TRACE_STEPS) -> list[dict]:
@@ -223,7 +235,7 @@ def bench_mode(mode: str, batches, budget: gh.Budget, copy_gbs: float, model: Mo
             if entry["graph_replay_ms"]:
                 last = run["steps"][-1]["context_tokens"]
                 entry["replay_floor_ms"] = (weights + last * kv_per_token) / (copy_gbs * 1e9) * 1e3
-            if B == 64:
+            if B in PROFILED_BATCHES:
                 entry["profile"] = gh.attempt(entry, profile_decode_step, llm, B, 900, work)
             if B == TRACE_BATCH and mode != "eager":
                 result["timeline"] = gh.attempt(entry, trace_timeline, llm, B, 700, work)
@@ -235,7 +247,8 @@ def bench_mode(mode: str, batches, budget: gh.Budget, copy_gbs: float, model: Mo
             + (f"  replay {entry['graph_replay_ms']:.2f} ms" if entry.get("graph_replay_ms") else "")
             if "ms_per_step" in entry else entry.get("error", "")[:120]))
     del llm
-    torch.cuda.empty_cache() if gh.CUDA else None
+    if gh.CUDA:
+        torch.cuda.empty_cache()
     return result
 
 
@@ -267,11 +280,15 @@ def table(result: dict) -> str:
                              f"tokens)")
             elif h:
                 lines.append(f"{B:>4} {name[:8]:>8}  {h.get('error', '')[:80]}")
-    for mode in MODES[::-1]:
-        prof = result["modes"].get(mode, {}).get("batches", {}).get(64, {}).get("profile")
-        if prof:
-            lines.append(f"B=64 {mode}: {prof['kernels']} kernels per decode step, GPU busy "
-                         f"{prof['gpu_busy_ms']:.2f} ms")
+    for B in PROFILED_BATCHES:
+        for mode in MODES[::-1]:
+            prof = result["modes"].get(mode, {}).get("batches", {}).get(B, {}).get("profile")
+            if prof:
+                lines.append(f"B={B} {mode}: {prof['kernels']} kernels per decode step, GPU busy "
+                             f"{prof['gpu_busy_ms']:.2f} ms")
+        graphed = result["modes"].get("graphed", {}).get("batches", {}).get(B, {}).get("profile") or {}
+        for k in graphed.get("top", []):
+            lines.append(f"    {k['us']:8.1f} us {k['launches']:4d}x  {k['name'][:90]}")
     targets = []
     for mode in ("graphed", "overlap"):
         for B, limit in TARGETS_X_FLOOR.items():
