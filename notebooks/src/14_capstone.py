@@ -443,8 +443,10 @@ print(f"batch 64: {r64['kernels']} kernels per step; the replay alone {r64['repl
       f"{r64['replay_ms'] / r64['replay_floor_ms']:.2f}x its floor (the last step's contexts)")
 print(f"the whole step {r64['graphed_ms']:.2f} ms on average: the host's share (scheduling, staging the "
       f"inputs, reading back the tokens) and the logits come on top of the replay")
-same = engine_run["tokens_equal"]
-print("greedy tokens, graphs vs eager:", ", ".join(f"batch {b}: {v}" for b, v in same.items()))
+same = engine_run["tokens_equal"]                 # {batch: {mode: "n/m requests"}}
+for b, by_mode in same.items():
+    agree = ", ".join(f"{mode} {v}" for mode, v in by_mode.items())
+    print(f"batch {b}: greedy tokens equal to eager's for {agree}")
 
 # %% [markdown]
 # ## 9. Overlap scheduling: the host one step ahead
