@@ -16,8 +16,9 @@ from torch import nn
 from pagedkv_lib.core.kv_cache import layer_caches
 from pagedkv_lib.core.model_inputs import ModelInputs
 
-from .attention_layer import REFERENCE, Attention, Kernels
+from .attention_layer import Attention
 from .config import ModelConfig
+from .kernel_choice import REFERENCE, Kernels
 from .layers import Qwen3MLP, RMSNorm, RotaryEmbedding
 from .no_cache_reference import dense_causal_attention
 

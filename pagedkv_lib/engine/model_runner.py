@@ -40,10 +40,11 @@ from pagedkv_lib.core.model_inputs import (
 )
 from pagedkv_lib.core.sequence import Sequence
 
-from .attention_layer import Attention, select_kernels
+from .attention_layer import Attention
 from .config import EngineConfig
 from .decode_graphs import DecodeGraphs
 from .future_tokens import PendingTokens, resolve_placeholders
+from .kernel_choice import select_kernels
 from .kv_offload import KVTransfers, OffloadWorker
 from .model import Qwen3ForCausalLM
 from .sampler import Sampler

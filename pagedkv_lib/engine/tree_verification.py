@@ -23,8 +23,8 @@ from pagedkv_lib.core.tree_attention import (
     tree_depths,
 )
 
-from .attention_layer import REFERENCE
 from .config import ModelConfig
+from .kernel_choice import REFERENCE
 from .model import Qwen3ForCausalLM
 
 

@@ -14,8 +14,8 @@ import torch
 
 from pagedkv_lib.core.model_inputs import prepare_decode
 from pagedkv_lib.engine import LLM, EngineConfig, SamplingParams
-from pagedkv_lib.engine.attention_layer import triton_kernels_available
 from pagedkv_lib.engine.decode_graphs import DecodeGraphs, graph_batch_sizes, padded_batch_size
+from pagedkv_lib.engine.kernel_choice import triton_kernels_available
 
 GPU = torch.cuda.is_available()
 INTERPRETED = triton_kernels_available() and not GPU      # the Triton kernels run on CPU tensors

@@ -16,8 +16,8 @@ import pytest
 import torch
 
 from pagedkv_lib.engine import LLM, EngineConfig, SamplingParams
-from pagedkv_lib.engine.attention_layer import select_kernels, triton_kernels_available
 from pagedkv_lib.engine.decode_graphs import DecodeGraphs
+from pagedkv_lib.engine.kernel_choice import select_kernels, triton_kernels_available
 
 LIBRARY = str(Path(__file__).resolve().parents[2] / "pagedkv_lib")
 READS = ("item", "tolist", "__bool__", "__int__", "__float__", "__index__")
