@@ -59,13 +59,11 @@ class Attention(nn.Module):
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor,
                 v_cache: torch.Tensor, inputs: ModelInputs, kv_stored: bool = False) -> torch.Tensor:
         """q [T, H, D], k and v [T, H_kv, D], caches [N, S, H_kv, D] -> out [T, H, D]. kv_stored: the
-        fused qk_norm_rope kernel has already written k and v into the cache (its v2)."""
+        fused qk_norm_rope kernel has already written k and v into the cache (its v2). `inputs` hold block
+        tables for a prefill too (`prepare_prefill(..., always_block_tables=True)`, ModelRunner.prepare)."""
         scales, store_scales = self.cache_scales(k, v, k_cache)
         if not kv_stored:
             self.kernels.store_kvcache(k, v, k_cache, v_cache, inputs.slot_mapping, **store_scales)
-        if inputs.block_tables is None:
-            raise ValueError("inputs.block_tables: attention reads the cache and needs the block tables; "
-                             "got None (ModelRunner fills them in for prefills without a prefix hit)")
         if inputs.is_prefill:
             seq_lens = inputs.cu_seqlens_k.diff()                          # [B]
             return self.kernels.varlen(q, k_cache, v_cache, inputs.block_tables, seq_lens,
