@@ -207,3 +207,9 @@ def test_stats_count_each_preempted_sequence_once_and_requests_carry_their_sampl
         llm.step()
         requeued += sum(1 for s in llm.scheduler.waiting if s.seq_id in running)
     assert sum(s.num_preempted for s in llm.stats) == requeued > 0
+
+
+def test_the_scheduler_refuses_a_sequence_without_its_sampling_params():
+    scheduler = LLM(EngineConfig(model=TINY, block_size=4, num_kvcache_blocks=16, max_model_len=32)).scheduler
+    with pytest.raises(ValueError, match="expected its sampling_params"):
+        scheduler.add(Sequence([1, 2, 3], 4, seq_id=0))
