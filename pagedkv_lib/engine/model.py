@@ -6,7 +6,7 @@ that runs on a CPU. `forward` takes the step's metadata explicitly:
 
     model(input_ids, positions, inputs, kv_cache)   paged: a batch of sequences, K/V through the cache
     model(input_ids, positions)                     no cache: ONE whole sequence, dense causal attention
-                                                    (what `reference.py` recomputes at every step)
+                                                    (what `no_cache_reference.py` recomputes at every step)
 """
 from __future__ import annotations
 
