@@ -367,8 +367,9 @@ print(f"Alpaca: paged batches {short['paged'].batched_requests:.0f} requests, Or
 # A replay repeats exactly what was recorded: the same kernels, the same grid sizes, the same addresses.
 # So everything a step changes must be a *value* in a buffer allocated once, never a *shape*:
 #
-# - the inputs live in static buffers; each step copies its own into them (from pinned host memory,
-#   asynchronously: nothing may wait for the GPU, and a capture fails on any read of a GPU value);
+# - the inputs live in static buffers; each step copies its own into them (`prepare_decode`'s, the same
+#   function as the eager path, moved from pinned host memory asynchronously: nothing may wait for the
+#   GPU, and a capture fails on any read of a GPU value);
 # - the batch size is a shape: graphs exist for a ladder 1, 2, 4, 8, 16, 32, 48, ... and a batch of 5
 #   replays the graph of 8, with 3 rows of padding;
 # - a padding row writes and reads nothing: slot -1 (`store_kvcache` skips it), context length 0 (decode
@@ -382,10 +383,12 @@ print(f"Alpaca: paged batches {short['paged'].batched_requests:.0f} requests, Or
 #                            5-7   0      0         -1    0        -1 -1 ... -1
 # ```
 #
-# Prefill stays eager: its token count changes at every step. The staging below is the engine's own code,
-# run on the CPU (capturing needs a GPU):
+# Prefill stays eager: its token count changes at every step. The padding is added by `prepare_decode`
+# itself, asked for the graph's batch size and table width; below, the engine's own code on the CPU
+# (capturing needs a GPU):
 
 # %%
+from pagedkv_lib.core.model_inputs import prepare_decode
 from pagedkv_lib.engine.decode_graphs import DecodeGraphs, graph_batch_sizes
 
 print("ladder for max_num_seqs = 256:", graph_batch_sizes(256))
@@ -395,12 +398,12 @@ for i in range(5):
 small.step()                                                  # the prefill
 seqs, _ = small.scheduler.schedule()                          # the decode step of 5 sequences
 graphs = DecodeGraphs(small.model_runner.model, small.model_runner.kv_cache, 8, 32, 4)
-padded = graphs.stage(seqs)
-staged = graphs.staged_numpy(padded)
+padded = graphs.padded_size(len(seqs))
+staged = prepare_decode(seqs, "cpu", padded, graphs.max_num_blocks)
 print(f"{len(seqs)} sequences replay the graph of {padded}")
 for name in ("input_ids", "positions", "slot_mapping", "context_lens"):
-    print(f"{name:13s}", staged[name].tolist())
-print("block_tables\n", staged["block_tables"])
+    print(f"{name:13s}", getattr(staged, name).tolist())
+print("block_tables\n", staged.block_tables.numpy())
 
 # %% [markdown]
 # `benchmarks/bench_engine_gpu.py` ran the engine on an H200 with the Qwen3-0.6B shape (28 layers, hidden

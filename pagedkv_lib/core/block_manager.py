@@ -28,6 +28,19 @@ from .sequence import Sequence
 from .validation import check_positive_int
 
 
+def num_new_blocks(num_tokens: int, block_size: int, num_lookahead_tokens: int = 0) -> int:
+    """How many of the positions a decode step writes, p = num_tokens - 1 .. num_tokens - 1 + lookahead,
+    start a block (p % block_size == 0): without lookahead, 1 when the new token at num_tokens - 1 opens a
+    block, else 0. The one test every block manager and the serving instance use for "does this token start
+    a new block" (nano-vllm writes it `len(seq) % block_size == 1`, which never holds at block_size 1)."""
+    if isinstance(num_lookahead_tokens, bool) or not isinstance(num_lookahead_tokens, int) \
+            or num_lookahead_tokens < 0:
+        raise ValueError(f"num_lookahead_tokens: expected an int >= 0, got {num_lookahead_tokens!r}")
+    first = num_tokens - 1
+    last = num_tokens - 1 + num_lookahead_tokens
+    return last // block_size - (first - 1) // block_size
+
+
 class Block:
     """What the prefix cache knows of one physical block; its reference count lives in the pool."""
 
@@ -139,28 +152,16 @@ class BlockManager:
         seq.num_cached_tokens = 0
         seq.block_table.clear()
 
-    def num_new_blocks(self, seq: Sequence, num_lookahead_tokens: int = 0) -> int:
-        """How many of the positions this step writes, len - 1 .. len - 1 + num_lookahead_tokens, start a
-        block: (p % block_size == 0). Zero lookahead: one when (len - 1) % block_size == 0, else none."""
-        if isinstance(num_lookahead_tokens, bool) or not isinstance(num_lookahead_tokens, int) \
-                or num_lookahead_tokens < 0:
-            raise ValueError(f"num_lookahead_tokens: expected an int >= 0, got {num_lookahead_tokens!r}")
-        first, last = len(seq) - 1, len(seq) - 1 + num_lookahead_tokens
-        return last // self.block_size - (first - 1) // self.block_size
-
     def can_append(self, seq: Sequence, num_lookahead_tokens: int = 0) -> bool:
         """One free block is needed when the token at position len - 1 starts a new block (more with
         lookahead slots for draft tokens)."""
-        return self.pool.num_free() >= self.num_new_blocks(seq, num_lookahead_tokens)
+        return self.pool.num_free() >= num_new_blocks(len(seq), self.block_size, num_lookahead_tokens)
 
     def may_append(self, seq: Sequence, num_lookahead_tokens: int = 0) -> None:
         """Before a decode step writes position len - 1 (and, speculating, the draft positions after it):
-        add the blocks it starts, hash a block the verified token at len - 1 fills.
-
-        nano-vllm writes the first test as `len(seq) % block_size == 1`, which never holds at block_size 1.
-        """
+        add the blocks it starts (`num_new_blocks`), hash a block the verified token at len - 1 fills."""
         block_table = seq.block_table
-        for _ in range(self.num_new_blocks(seq, num_lookahead_tokens)):
+        for _ in range(num_new_blocks(len(seq), self.block_size, num_lookahead_tokens)):
             block_table.append(self._new_block().block_id)
         if len(seq) % self.block_size == 0:
             i = len(seq) // self.block_size - 1                     # the block that position len - 1 fills

@@ -31,6 +31,7 @@ registers its hashes at allocation the same way); and the tree's split timestamp
 """
 from __future__ import annotations
 
+from .block_manager import num_new_blocks
 from .block_pool import BlockPool
 from .radix_cache import RadixCache, TreeNode
 from .sequence import Sequence, SequenceStatus
@@ -138,12 +139,12 @@ class RadixBlockManager:
         """BlockManager's interface; lookahead slots (speculative decoding) are the hash chain's only."""
         check_no_lookahead(num_lookahead_tokens)
         self._release_duplicates()
-        return self.num_free_blocks >= ((len(seq) - 1) % self.block_size == 0)
+        return self.num_free_blocks >= num_new_blocks(len(seq), self.block_size)
 
     def may_append(self, seq: Sequence, num_lookahead_tokens: int = 0) -> None:
         check_no_lookahead(num_lookahead_tokens)
         self._release_duplicates()
-        if (len(seq) - 1) % self.block_size == 0:
+        if num_new_blocks(len(seq), self.block_size):
             (block,) = self._take(1)
             seq.block_table.append(block)
             self.private[seq.seq_id].append(block)

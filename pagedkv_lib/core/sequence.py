@@ -1,7 +1,10 @@
 """Sequence: one request's tokens and its block table, in nano-vllm's shape (`nanovllm/engine/sequence.py`).
 
 `num_tokens` counts prompt and generated tokens; `num_cached_tokens` of them are already in the cache
-(a prefix hit, or earlier chunks); `block_table` lists the physical block of each logical block.
+(a prefix hit, or earlier chunks); `num_scheduled_tokens` of the rest are computed in the step the scheduler
+has just put the sequence in (None until a scheduler sets it: `prepare_prefill` then takes every uncached
+token); `block_table` lists the physical block of each logical block. `sampling_params` travel with the
+sequence, as in nano-vllm (the engine's `SamplingParams`; None for a sequence no engine serves).
 `draft_token_ids` holds the tokens a speculative proposer guessed for the next step (vLLM's
 `Request.spec_token_ids`): never part of `token_ids` until a verification accepts them.
 Unlike nano-vllm, `block_size` is a per-sequence argument, not a class attribute set from the config.
@@ -10,8 +13,12 @@ from __future__ import annotations
 
 from enum import Enum, auto
 from itertools import count
+from typing import TYPE_CHECKING
 
 from .validation import check_positive_int
+
+if TYPE_CHECKING:
+    from pagedkv_lib.engine.sampler import SamplingParams
 
 
 class SequenceStatus(Enum):
@@ -23,7 +30,8 @@ class SequenceStatus(Enum):
 class Sequence:
     _ids = count()
 
-    def __init__(self, token_ids: list[int], block_size: int = 16, seq_id: int | None = None):
+    def __init__(self, token_ids: list[int], block_size: int = 16, seq_id: int | None = None,
+                 sampling_params: SamplingParams | None = None):
         check_positive_int("block_size", block_size)
         if len(token_ids) == 0:
             raise ValueError("token_ids: expected at least one prompt token, got []")
@@ -33,7 +41,8 @@ class Sequence:
         self.num_prompt_tokens = len(token_ids)
         self.block_size = block_size
         self.num_cached_tokens = 0
-        self.num_scheduled_tokens: int | None = None   # a chunked prefill sets this; None = all uncached
+        self.num_scheduled_tokens: int | None = None   # set by the scheduler; None = all uncached
+        self.sampling_params = sampling_params
         self.block_table: list[int] = []
         self.draft_token_ids: list[int] = []            # unverified: not in token_ids, not in any hash
 

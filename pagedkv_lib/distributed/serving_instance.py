@@ -15,6 +15,7 @@ Shapes: docs/conventions.md.
 """
 from __future__ import annotations
 
+from pagedkv_lib.core.block_manager import num_new_blocks
 from pagedkv_lib.core.block_pool import BlockPool
 from pagedkv_lib.core.sequence import Sequence
 from pagedkv_lib.engine.config import EngineConfig, ModelConfig
@@ -66,7 +67,7 @@ class ServingInstance:
         out = [first_token]
         seq.append_token(first_token)
         while len(out) < max_tokens:
-            if (seq.num_tokens - 1) % self.block_size == 0:                    # the new token opens a block
+            if num_new_blocks(seq.num_tokens, self.block_size):                # the new token opens a block
                 block = self.pool.allocate(1)
                 if block is None:
                     raise RuntimeError(f"decode: no free block for token {seq.num_tokens - 1} "

@@ -3,8 +3,9 @@
     config.py              ModelConfig, EngineConfig
     layers.py              RMSNorm (with the residual add), RotaryEmbedding, Qwen3MLP: PyTorch, or the fused
                            Triton kernels of pagedkv_lib.kernels.triton_fused_ops
-    attention_layer.py     Attention: store_kvcache, then paged attention; Kernels, select_kernels (the
-                           reference or the Triton kernels)
+    kernel_choice.py       Kernels, REFERENCE, select_kernels: which store, attention, norm, RoPE and SwiGLU
+                           functions the model calls (the PyTorch references or the Triton kernels)
+    attention_layer.py     Attention: store_kvcache, then paged attention, with the kernels it is given
     model.py               Qwen3ForCausalLM: a tiny Qwen3-like decoder with random weights
     no_cache_reference.py  the no-cache reference: recompute the whole sequence at every step
                            (greedy_reference, dense_causal_attention)
@@ -23,8 +24,9 @@
     kv_offload.py          the CPU tier's connector: OffloadScheduler (what to copy this step), OffloadWorker
                            (the copies; a side stream and pinned memory on CUDA), KVTransfers (notebook 22)
 """
-from .attention_layer import Attention, Kernels, select_kernels
+from .attention_layer import Attention
 from .config import EngineConfig, ModelConfig
+from .kernel_choice import Kernels, select_kernels
 from .llm_engine import LLM, LLMEngine, StepStats
 from .model import Qwen3ForCausalLM
 from .model_runner import ModelRunner

@@ -12,10 +12,7 @@ With the Triton kernels the store is fused into the norm + RoPE kernel (`triton_
 v2) and `forward(..., kv_stored=True)` skips it; an fp8 cache whose scales are still to be calibrated
 stores separately on that first forward (the scales come from its K/V).
 
-`Kernels` names the functions used: the PyTorch references of `pagedkv_lib` on CPU, the Triton kernels of
-`pagedkv_lib.kernels` (store, decode and the varlen prefill, and the fused layer operations of
-`triton_fused_ops`) on a CUDA GPU. The Triton launchers get `check_values=False` unless the engine is in its
-debug mode: the checks that read a GPU tensor's value would each be a host sync, per layer and per step.
+Which store, decode and varlen functions a layer calls is its `Kernels` (engine/kernel_choice.py).
 
 An fp8 cache (float8_e4m3fn) needs a scale for K and one for V: each layer holds its own (`k_scale`,
 `v_scale`, 1.0 by default as in vLLM) and passes them to all three kernels; with `calculate_kv_scales` it
@@ -23,57 +20,13 @@ sets them once from the first K/V it stores (`kv_quant`, vLLM's `calc_kv_scales`
 """
 from __future__ import annotations
 
-import importlib.util
-from collections.abc import Callable
-from dataclasses import dataclass
-from functools import partial
-
 import torch
 from torch import nn
 
 from pagedkv_lib.core.kv_quant import K_SCALE_CONSTANT, V_SCALE_CONSTANT, calibrate_kv_scales, is_fp8
 from pagedkv_lib.core.model_inputs import ModelInputs
-from pagedkv_lib.core.paged_attention import paged_attention_decode, paged_attention_varlen
-from pagedkv_lib.core.store_kvcache import store_kvcache
 
-
-@dataclass(frozen=True)
-class Kernels:
-    name: str                 # "reference" or "triton"
-    store_kvcache: Callable
-    decode: Callable          # paged_attention_decode's signature
-    varlen: Callable          # paged_attention_varlen's signature
-    add_rms_norm: Callable | None = None   # fused layer operations (triton_fused_ops); None: the PyTorch
-    qk_norm_rope: Callable | None = None   # code of engine.layers
-    silu_and_mul: Callable | None = None
-
-
-REFERENCE = Kernels("reference", store_kvcache, paged_attention_decode, paged_attention_varlen)
-
-
-def triton_kernels_available() -> bool:
-    return (importlib.util.find_spec("triton") is not None
-            and importlib.util.find_spec("pagedkv_lib.kernels") is not None)
-
-
-def select_kernels(use_triton: bool | None, device, dtype: torch.dtype,
-                   check_values: bool = False) -> Kernels:
-    """The Triton kernels if asked (True) or, for None, when on CUDA with float16/bfloat16/float32.
-
-    check_values: passed to the Triton launchers (attention_args: True reads device values, a host sync)."""
-    if use_triton is None:
-        use_triton = (torch.device(device).type == "cuda" and dtype != torch.float64
-                      and triton_kernels_available())
-    if not use_triton:
-        return REFERENCE
-    if not triton_kernels_available():
-        raise ImportError("use_triton=True needs `triton` and `pagedkv_lib.kernels`")
-    from pagedkv_lib import kernels  # chooses CUDA or Triton's interpreter on import
-
-    return Kernels("triton", partial(kernels.store_kvcache_triton, check_values=check_values),
-                   partial(kernels.paged_attention_decode_triton, check_values=check_values),
-                   partial(kernels.paged_attention_varlen_triton, check_values=check_values),
-                   kernels.add_rms_norm_triton, kernels.qk_norm_rope_triton, kernels.silu_and_mul_triton)
+from .kernel_choice import REFERENCE, Kernels
 
 
 class Attention(nn.Module):
@@ -106,13 +59,11 @@ class Attention(nn.Module):
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor,
                 v_cache: torch.Tensor, inputs: ModelInputs, kv_stored: bool = False) -> torch.Tensor:
         """q [T, H, D], k and v [T, H_kv, D], caches [N, S, H_kv, D] -> out [T, H, D]. kv_stored: the
-        fused qk_norm_rope kernel has already written k and v into the cache (its v2)."""
+        fused qk_norm_rope kernel has already written k and v into the cache (its v2). `inputs` hold block
+        tables for a prefill too (`prepare_prefill(..., always_block_tables=True)`, ModelRunner.prepare)."""
         scales, store_scales = self.cache_scales(k, v, k_cache)
         if not kv_stored:
             self.kernels.store_kvcache(k, v, k_cache, v_cache, inputs.slot_mapping, **store_scales)
-        if inputs.block_tables is None:
-            raise ValueError("inputs.block_tables: attention reads the cache and needs the block tables; "
-                             "got None (ModelRunner fills them in for prefills without a prefix hit)")
         if inputs.is_prefill:
             seq_lens = inputs.cu_seqlens_k.diff()                          # [B]
             return self.kernels.varlen(q, k_cache, v_cache, inputs.block_tables, seq_lens,

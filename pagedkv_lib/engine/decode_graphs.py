@@ -4,9 +4,9 @@ Shapes: docs/conventions.md. nano-vllm's `ModelRunner.capture_cudagraph` / `run_
 (`nanovllm/engine/model_runner.py`). A decode step of a small model is hundreds of short kernels; launched
 one by one from Python, the GPU waits for the host between them. A CUDA graph records the launches once and
 replays them with one call, but it replays them EXACTLY: the same kernels, the same grid sizes, the same
-pointers. So everything a step changes must live in buffers allocated once (`input_ids`, `positions`,
-`slot_mapping`, `context_lens`, `block_tables`, the output), and the batch size must be one the graph was
-captured for:
+pointers. So everything a step changes must live in buffers allocated once (the static `ModelInputs`:
+`input_ids`, `positions`, `slot_mapping`, `context_lens`, `block_tables`; the output), and the batch size
+must be one the graph was captured for:
 
     ladder   1, 2, 4, 8, 16, 32, 48, ... (steps of 16, nano-vllm's), up to the first size >= max_num_seqs
     pad      a batch of 5 replays the graph of 8; rows 5..7 are padding: slot -1 (store_kvcache writes
@@ -14,13 +14,17 @@ captured for:
     width    every block table is padded to max_model_len / block_size entries: the decode kernel's launch
              depends on that width, never on the lengths, so one graph serves any lengths within it
 
-    step t:  write the inputs into pinned host buffers (padded) -> one async copy each into the static device
-             buffers -> replay the graph of the padded size -> hidden states of the first B rows
+The step's inputs are the one `prepare_decode` (core/model_inputs.py), which adds the padding rows and
+the width when the model runner asks for them; this module only copies them into the static buffers:
 
-With overlap scheduling the host stages step t+1 while step t may still wait in the stream, its input copies
-not yet done: `stage` first waits for the event recorded after the last upload (the front of the previous
-step, so a short wait), and `run` resolves placeholder input ids on the device between the upload and the
-replay (engine/future_tokens.py: a few small kernels, outside the graph).
+    step t:  prepare_decode(seqs, padded_batch_size, max_num_blocks) on the host -> async copies to the
+             device (ModelRunner.to_device; placeholder ids resolved there, engine/future_tokens.py) ->
+             `run`: one device copy per field into the static buffers -> replay the graph of that size ->
+             hidden states of the padded rows, of which the runner keeps the first B
+
+nano-vllm copies its prepared tensors into the graph variables the same way (`graph_vars[...][:bs] =`).
+Each step's host tensors are fresh pinned memory, so with overlap scheduling the host may prepare step t+1
+while step t's copies still wait in the stream.
 
 A graph is captured the first time its size is needed (nano-vllm captures the whole ladder at start-up):
 by then the first prefill has set an fp8 cache's scales, which the graph bakes in. Before each capture one
@@ -31,13 +35,9 @@ in a buffer allocated outside it, so nothing a later capture reuses is read afte
 """
 from __future__ import annotations
 
-import numpy as np
 import torch
 
 from pagedkv_lib.core.model_inputs import ModelInputs
-from pagedkv_lib.core.sequence import Sequence
-
-from .future_tokens import resolve_placeholders
 
 LADDER_STEP = 16
 
@@ -60,81 +60,55 @@ def padded_batch_size(batch_size: int, sizes: list[int]) -> int:
 
 class DecodeGraphs:
     def __init__(self, model, kv_cache: torch.Tensor, max_num_seqs: int, max_model_len: int, block_size: int):
-        self.model, self.kv_cache = model, kv_cache
-        self.block_size = block_size
+        self.model = model
+        self.kv_cache = kv_cache
         self.batch_sizes = graph_batch_sizes(max_num_seqs)
         max_bs = self.batch_sizes[-1]
-        self.max_blocks = -(-max_model_len // block_size)                 # M: every table's width
-        self.max_model_len = max_model_len
+        self.max_num_blocks = -(-max_model_len // block_size)             # M: every table's width
         device = kv_cache.device
-        pin = device.type == "cuda"
-        shapes = {"input_ids": ((max_bs,), torch.int64), "positions": ((max_bs,), torch.int64),
-                  "slot_mapping": ((max_bs,), torch.int32), "context_lens": ((max_bs,), torch.int32),
-                  "block_tables": ((max_bs, self.max_blocks), torch.int32)}
-        # pinned host buffers, written each step, and their device twins, which the graphs read
-        self.host = {k: torch.zeros(s, dtype=d, pin_memory=pin) for k, (s, d) in shapes.items()}
-        self.static = {k: torch.zeros(s, dtype=d, device=device) for k, (s, d) in shapes.items()}
-        self.host_np = {k: t.numpy() for k, t in self.host.items()}       # views: filled without torch ops
+        # the buffers the graphs read, allocated once; max_seqlen_k is an int the capture bakes in
+        self.static = ModelInputs(
+            is_prefill=False,
+            input_ids=torch.zeros(max_bs, dtype=torch.int64, device=device),               # [max_bs]
+            positions=torch.zeros(max_bs, dtype=torch.int64, device=device),               # [max_bs]
+            slot_mapping=torch.zeros(max_bs, dtype=torch.int32, device=device),            # [max_bs]
+            cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=1, max_seqlen_k=max_model_len,
+            context_lens=torch.zeros(max_bs, dtype=torch.int32, device=device),            # [max_bs]
+            block_tables=torch.zeros(max_bs, self.max_num_blocks, dtype=torch.int32,
+                                     device=device))                                       # [max_bs, M]
         self.outputs = torch.zeros(max_bs, model.config.hidden_size, dtype=model.config.dtype,
                                    device=device)                        # [max_bs, E]
         self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
         self.pool = None
-        self.table_rows: list[tuple[int, int]] = []   # (seq_id, entries written) of each staged table row
-        self.uploaded = torch.cuda.Event() if pin else None   # recorded after each upload's copies
 
-    def stage(self, seqs: list[Sequence]) -> int:
-        """Write the step's inputs into the pinned host buffers, padded to a captured size; returns that size.
+    def padded_size(self, batch_size: int) -> int:
+        """The captured batch size a decode of `batch_size` sequences replays (prepare_decode pads to it)."""
+        return padded_batch_size(batch_size, self.batch_sizes)
 
-        The values are prepare_decode's (core.model_inputs; tests/engine/test_engine_decode_graphs.py checks
-        it): the last token at position len - 1, its slot, the context length, the block table padded with -1.
-        Copying a block table into the buffer costs about as much as the rest of the step's host work, so a
-        row is written in full only when it holds another sequence than the step before; otherwise only the
-        blocks appended since (a preempted sequence always misses a decode step, so its row is rewritten)."""
-        bs = len(seqs)
-        padded = padded_batch_size(bs, self.batch_sizes)
-        if self.uploaded is not None:
-            self.uploaded.synchronize()          # the last upload has read the host buffers (overlap)
-        h, tables = self.host_np, self.host_np["block_tables"]
-        rows = []
-        for i, seq in enumerate(seqs):
-            table = seq.block_table
-            if len(table) != seq.num_blocks:
-                raise ValueError(f"seq {seq.seq_id}: {seq.num_tokens} tokens need {seq.num_blocks} blocks, "
-                                 f"block_table has {len(table)}")
-            seq_id, written = self.table_rows[i] if i < len(self.table_rows) else (-1, 0)
-            if seq_id != seq.seq_id:
-                tables[i] = -1
-                written = 0
-            if written < len(table):
-                tables[i, written : len(table)] = table[written:]
-            rows.append((seq.seq_id, len(table)))
-        self.table_rows = rows
-        tables[bs:padded] = -1
-        h["input_ids"][:bs] = [seq.last_token for seq in seqs]
-        h["positions"][:bs] = [seq.num_tokens - 1 for seq in seqs]
-        h["context_lens"][:bs] = [seq.num_tokens for seq in seqs]
-        h["slot_mapping"][:bs] = [seq.block_table[-1] * seq.block_size + seq.last_block_num_tokens - 1
-                                  for seq in seqs]
-        for name, pad in (("input_ids", 0), ("positions", 0), ("context_lens", 0), ("slot_mapping", -1)):
-            h[name][bs:padded] = pad                                  # padding rows: read and write nothing
-        return padded
-
-    def upload(self, padded: int) -> None:
-        """One asynchronous copy per buffer, pinned host -> device (no host sync)."""
-        for name, t in self.host.items():
-            self.static[name][:padded].copy_(t[:padded], non_blocking=True)
-        if self.uploaded is not None:
-            self.uploaded.record()
-
-    def inputs(self, padded: int) -> ModelInputs:
+    def static_inputs(self, padded: int) -> ModelInputs:
         """The static buffers' first `padded` rows as the model's decode inputs."""
         s = self.static
-        return ModelInputs(False, s["input_ids"][:padded], s["positions"][:padded],
-                           s["slot_mapping"][:padded], None, None, 1, self.max_model_len,
-                           s["context_lens"][:padded], s["block_tables"][:padded])
+        return ModelInputs(is_prefill=False, input_ids=s.input_ids[:padded], positions=s.positions[:padded],
+                           slot_mapping=s.slot_mapping[:padded], cu_seqlens_q=None, cu_seqlens_k=None,
+                           max_seqlen_q=1, max_seqlen_k=s.max_seqlen_k, context_lens=s.context_lens[:padded],
+                           block_tables=s.block_tables[:padded])
+
+    def load(self, inputs: ModelInputs) -> int:
+        """Copy a padded decode's inputs (prepare_decode's, on the device) into the static buffers, one
+        copy per field, queued on the stream; returns the padded batch size."""
+        padded, width = inputs.block_tables.shape
+        if inputs.is_prefill or padded not in self.batch_sizes or width != self.max_num_blocks:
+            raise ValueError(f"inputs: expected a decode padded to a captured batch size {self.batch_sizes} "
+                             f"with tables {self.max_num_blocks} wide, got is_prefill={inputs.is_prefill}, "
+                             f"{padded} rows, tables {width} wide")
+        target = self.static_inputs(padded)
+        for name in ("input_ids", "positions", "slot_mapping", "context_lens", "block_tables"):
+            getattr(target, name).copy_(getattr(inputs, name))
+        return padded
 
     def forward(self, padded: int) -> None:
-        inputs = self.inputs(padded)
+        """The decode forward over the static buffers' first `padded` rows, into the output buffer."""
+        inputs = self.static_inputs(padded)
         self.outputs[:padded] = self.model(inputs.input_ids, inputs.positions, inputs, self.kv_cache)
 
     def capture(self, padded: int) -> None:
@@ -148,18 +122,11 @@ class DecodeGraphs:
             self.pool = graph.pool()
         self.graphs[padded] = graph
 
-    def run(self, seqs: list[Sequence], future: torch.Tensor | None = None) -> torch.Tensor:
-        """The decode forward of `seqs` by graph replay -> hidden states [B, E] (a view of the output buffer,
-        valid until the next replay). `future` [B_prev]: the previous step's sampled ids, for placeholders."""
-        padded = self.stage(seqs)
-        self.upload(padded)
-        if future is not None:
-            resolve_placeholders(self.static["input_ids"][:padded], future)          # [padded] in place
+    def run(self, inputs: ModelInputs) -> torch.Tensor:
+        """The decode forward by graph replay over `inputs` (`load`) -> hidden states [padded, E], a view of
+        the output buffer valid until the next replay; the first len(seqs) rows are the sequences'."""
+        padded = self.load(inputs)
         if padded not in self.graphs:
             self.capture(padded)
         self.graphs[padded].replay()
-        return self.outputs[: len(seqs)]
-
-    def staged_numpy(self, padded: int) -> dict[str, np.ndarray]:
-        """The host buffers' first `padded` rows (tests, the notebook's picture of the padding)."""
-        return {k: v[:padded].copy() for k, v in self.host_np.items()}
+        return self.outputs[:padded]

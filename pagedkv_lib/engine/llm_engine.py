@@ -133,9 +133,9 @@ class LLMEngine:
             raise ValueError(f"temperature: expected 0 while speculating (num_speculative_tokens "
                              f"{self.config.num_speculative_tokens}: greedy verification only), "
                              f"got {params.temperature}")
-        seq = Sequence(prompt, self.config.block_size, seq_id=self._next_seq_id)
+        seq = Sequence(prompt, self.config.block_size, seq_id=self._next_seq_id, sampling_params=params)
         self._next_seq_id += 1
-        self.scheduler.add(seq, params)
+        self.scheduler.add(seq)
         return seq.seq_id
 
     def is_finished(self) -> bool:
@@ -143,9 +143,8 @@ class LLMEngine:
 
     def propose_drafts(self) -> None:
         """Drafts for every running sequence, at most max_tokens - completion - 1 (the bonus comes too)."""
-        params = self.scheduler.sampling_params
         for seq in self.scheduler.running:
-            room = params[seq.seq_id].max_tokens - seq.num_completion_tokens - 1
+            room = seq.sampling_params.max_tokens - seq.num_completion_tokens - 1
             seq.draft_token_ids = self.proposer.propose(seq.token_ids, room)
 
     def record(self, step: int, phase: str, start: float) -> None:
@@ -171,7 +170,6 @@ class LLMEngine:
         step, start = len(self.stats), time.perf_counter()
         seqs, is_prefill = self.scheduler.schedule()
         self.record(step, "schedule", start)
-        params = self.scheduler.sampling_params
         drafted = sum(len(s.draft_token_ids) for s in seqs) if not is_prefill else 0
         transfers = self.start_transfers()
         start = time.perf_counter()
@@ -180,24 +178,25 @@ class LLMEngine:
             token_ids = [accept_greedy(s.draft_token_ids, t) for s, t in zip(seqs, targets, strict=True)]
             self.record(step, "launch", start)                # a verification reads its tokens too
         else:
-            pending = self.model_runner.launch(seqs, is_prefill, [params[s.seq_id].temperature for s in seqs])
+            temperatures = [s.sampling_params.temperature for s in seqs]
+            pending = self.model_runner.launch(seqs, is_prefill, temperatures)
             self.record(step, "launch", start)
             start = time.perf_counter()
             token_ids = [[t] for t in pending.read()]
             self.record(step, "read", start)
         start = time.perf_counter()
         accepted = sum(len(t) - 1 for t in token_ids)
-        counts = self.token_counts(seqs, is_prefill, drafted)
+        counts = self.token_counts(seqs, is_prefill)
         finished = self.scheduler.postprocess(seqs, token_ids)
         self.record(step, "postprocess", start)
         self.append_stats(is_prefill, seqs, counts, finished, transfers, drafted, accepted)
         return finished
 
-    def token_counts(self, seqs: list[Sequence], is_prefill: bool, drafted: int) -> tuple[int, int]:
-        """(computed, cached) tokens of a step, counted before its tokens are appended."""
+    def token_counts(self, seqs: list[Sequence], is_prefill: bool) -> tuple[int, int]:
+        """(computed, cached) tokens of a step: what the scheduler scheduled (`num_scheduled_tokens`: the
+        uncached prompt tokens, or 1 + the drafts), and the prompt tokens found in the cache."""
         cached = sum(s.num_cached_tokens for s in seqs) if is_prefill else 0
-        computed = sum(len(s) for s in seqs) - cached if is_prefill else len(seqs) + drafted
-        return computed, cached
+        return sum(s.num_scheduled_tokens for s in seqs), cached
 
     def append_stats(self, is_prefill: bool, seqs: list[Sequence], counts: tuple[int, int],
                      finished: list[Sequence], transfers: KVTransfers, drafted: int = 0,
@@ -218,14 +217,13 @@ class LLMEngine:
         seqs, is_prefill = self.scheduler.schedule()             # [] only while the held ones drain
         self.record(step, "schedule", start)
         previous, self.in_flight = self.in_flight, None
-        counts = self.token_counts(seqs, is_prefill, 0)
+        counts = self.token_counts(seqs, is_prefill)
         transfers = self.start_transfers()
         if seqs:
             start = time.perf_counter()
-            params = self.scheduler.sampling_params
             future = previous.pending.tokens if previous is not None else None
-            pending = self.model_runner.launch(seqs, is_prefill, [params[s.seq_id].temperature for s in seqs],
-                                               future)
+            temperatures = [s.sampling_params.temperature for s in seqs]
+            pending = self.model_runner.launch(seqs, is_prefill, temperatures, future)
             positions = [s.num_tokens for s in seqs]
             for row, seq in enumerate(seqs):
                 seq.append_token(placeholder_id(row))

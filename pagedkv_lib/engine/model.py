@@ -6,7 +6,7 @@ that runs on a CPU. `forward` takes the step's metadata explicitly:
 
     model(input_ids, positions, inputs, kv_cache)   paged: a batch of sequences, K/V through the cache
     model(input_ids, positions)                     no cache: ONE whole sequence, dense causal attention
-                                                    (what `reference.py` recomputes at every step)
+                                                    (what `no_cache_reference.py` recomputes at every step)
 """
 from __future__ import annotations
 
@@ -16,8 +16,9 @@ from torch import nn
 from pagedkv_lib.core.kv_cache import layer_caches
 from pagedkv_lib.core.model_inputs import ModelInputs
 
-from .attention_layer import REFERENCE, Attention, Kernels
+from .attention_layer import Attention
 from .config import ModelConfig
+from .kernel_choice import REFERENCE, Kernels
 from .layers import Qwen3MLP, RMSNorm, RotaryEmbedding
 from .no_cache_reference import dense_causal_attention
 

@@ -3,6 +3,8 @@
 Shapes: docs/conventions.md. nano-vllm's `nanovllm/engine/model_runner.py` without tensor
 parallelism: `allocate_kv_cache` once, then per step `prepare_prefill`/`prepare_decode` (from
 `pagedkv_lib.core.model_inputs`), the forward, the logits of each sequence's LAST token, the sampler.
+A decode step has one input path, graphed or not: `prepare` (prepare_decode on the host, padded for a
+graph) -> `to_device` -> placeholders resolved -> the forward, eager or by graph replay.
 With `kv_cache_dtype="fp8"` the cache holds e4m3 bytes and each layer's `Attention` holds its scales.
 
 On a GPU a step never waits for the GPU except once, for its sampled tokens:
@@ -31,19 +33,14 @@ from dataclasses import fields, replace
 import torch
 
 from pagedkv_lib.core.kv_cache import allocate_kv_cache
-from pagedkv_lib.core.model_inputs import (
-    ModelInputs,
-    pad_block_tables,
-    prepare_decode,
-    prepare_prefill,
-    prepare_verify,
-)
+from pagedkv_lib.core.model_inputs import ModelInputs, prepare_decode, prepare_prefill, prepare_verify
 from pagedkv_lib.core.sequence import Sequence
 
-from .attention_layer import Attention, select_kernels
+from .attention_layer import Attention
 from .config import EngineConfig
 from .decode_graphs import DecodeGraphs
 from .future_tokens import PendingTokens, resolve_placeholders
+from .kernel_choice import select_kernels
 from .kv_offload import KVTransfers, OffloadWorker
 from .model import Qwen3ForCausalLM
 from .sampler import Sampler
@@ -98,13 +95,16 @@ class ModelRunner:
         return replace(inputs, **moved)
 
     def prepare(self, seqs: list[Sequence], is_prefill: bool) -> ModelInputs:
-        """prepare_prefill/prepare_decode on the host, then on the device; a prefill always gets block tables:
-        attention reads the cache."""
-        if not is_prefill:
-            return self.to_device(prepare_decode(seqs, "cpu"))
-        inputs = prepare_prefill(seqs, "cpu")
-        if inputs.block_tables is None:                  # no prefix hit: nano-vllm attends to k, v directly
-            inputs = replace(inputs, block_tables=pad_block_tables([s.block_table for s in seqs]))  # [B, M]
+        """prepare_prefill/prepare_decode on the host, then on the device. A prefill always gets block tables
+        (this engine's attention reads the cache, where nano-vllm attends to k, v directly when nothing is
+        cached); a decode with graphs is padded to the graph's batch size and table width."""
+        if is_prefill:
+            inputs = prepare_prefill(seqs, "cpu", always_block_tables=True)
+        elif self.graphs is not None:
+            padded = self.graphs.padded_size(len(seqs))
+            inputs = prepare_decode(seqs, "cpu", padded, self.graphs.max_num_blocks)
+        else:
+            inputs = prepare_decode(seqs, "cpu")
         return self.to_device(inputs)
 
     def forward(self, seqs: list[Sequence], is_prefill: bool,
@@ -117,11 +117,11 @@ class ModelRunner:
             raise ValueError(f"input ids: expected placeholders (< 0) only in a decode step given the "
                              f"previous step's tokens, got is_prefill={is_prefill}, "
                              f"future given {future is not None}")
-        if not is_prefill and self.graphs is not None and len(seqs) <= self.graphs.batch_sizes[-1]:
-            return self.graphs.run(seqs, future if placeholders else None)              # [B, E]
         inputs = self.prepare(seqs, is_prefill)
         if placeholders:
             resolve_placeholders(inputs.input_ids, future)                              # [T] on the device
+        if not is_prefill and self.graphs is not None:
+            return self.graphs.run(inputs)[: len(seqs)]                                 # [B, E]
         hidden = self.model(inputs.input_ids, inputs.positions, inputs, self.kv_cache)  # [T, E]
         if is_prefill:
             hidden = hidden[inputs.cu_seqlens_q[1:].long() - 1]                        # [B, E] last tokens

@@ -1,8 +1,9 @@
 """The scheduler: continuous batching over a waiting and a running queue, preemption by recompute.
 
 nano-vllm's `nanovllm/engine/scheduler.py`, in two parts: `schedule`, one scheduling step over library
-objects (exercise 132 grades it), and `Scheduler`, which owns the queues, the `BlockManager` and each
-request's `SamplingParams`, and finishes sequences in `postprocess`.
+objects (exercise 132 grades it), and `Scheduler`, which owns the queues and the `BlockManager`, counts the
+step's preemptions, and finishes sequences in `postprocess` by their own `SamplingParams`
+(`Sequence.sampling_params`, as nano-vllm's `Sequence` carries them).
 
 One step (the engine then runs the model on the scheduled sequences and appends one token to each):
 
@@ -57,9 +58,12 @@ def preempt(seq: Sequence, waiting: deque[Sequence], block_manager: BlockManager
 
 
 def schedule(waiting: deque[Sequence], running: deque[Sequence], block_manager: BlockManager,
-             max_num_seqs: int, max_num_batched_tokens: int) -> tuple[list[Sequence], bool]:
+             max_num_seqs: int, max_num_batched_tokens: int,
+             preempted: list[Sequence] | None = None) -> tuple[list[Sequence], bool]:
     """One scheduling step (module docstring): returns (scheduled sequences, is_prefill); ([], False) when
-    nothing can run. Mutates `waiting`, `running`, the sequences and `block_manager`."""
+    nothing can run. Mutates `waiting`, `running`, the sequences and `block_manager`; sets each scheduled
+    sequence's `num_scheduled_tokens` (its uncached tokens, or 1 + its drafts) and appends each sequence it
+    preempts to `preempted` when that list is given (vLLM's scheduler collects its `preempted_reqs` so)."""
     scheduled: list[Sequence] = []
     num_batched_tokens = 0
     while waiting and len(running) < max_num_seqs:
@@ -68,6 +72,7 @@ def schedule(waiting: deque[Sequence], running: deque[Sequence], block_manager: 
             break
         block_manager.allocate(seq)
         num_batched_tokens += len(seq)
+        seq.num_scheduled_tokens = len(seq) - seq.num_cached_tokens
         seq.status = SequenceStatus.RUNNING
         running.append(waiting.popleft())
         scheduled.append(seq)
@@ -77,13 +82,15 @@ def schedule(waiting: deque[Sequence], running: deque[Sequence], block_manager: 
     while running:
         seq = running.popleft()
         while not block_manager.can_append(seq, len(seq.draft_token_ids)):
-            if running:
-                preempt(running.pop(), waiting, block_manager)   # the newest one left
-            else:
-                preempt(seq, waiting, block_manager)
+            victim = running.pop() if running else seq           # the newest one left, else itself
+            preempt(victim, waiting, block_manager)
+            if preempted is not None:
+                preempted.append(victim)
+            if victim is seq:
                 break
         else:
             block_manager.may_append(seq, len(seq.draft_token_ids))
+            seq.num_scheduled_tokens = 1 + len(seq.draft_token_ids)
             scheduled.append(seq)
     running.extend(scheduled)          # every running sequence was taken: scheduled or preempted
     return scheduled, False
@@ -101,28 +108,29 @@ class Scheduler:
             self.block_manager = BlockManager(config.num_kvcache_blocks, config.block_size)
         self.waiting: deque[Sequence] = deque()
         self.running: deque[Sequence] = deque()
-        self.sampling_params: dict[int, SamplingParams] = {}
         self.num_preempted = 0       # preemptions in the last step
 
     def is_finished(self) -> bool:
         return not self.waiting and not self.running
 
-    def add(self, seq: Sequence, sampling_params: SamplingParams) -> None:
-        self.sampling_params[seq.seq_id] = sampling_params
+    def add(self, seq: Sequence) -> None:
+        """Queue a sequence; it carries its `SamplingParams` (`seq.sampling_params`)."""
+        if not isinstance(seq.sampling_params, SamplingParams):
+            raise ValueError(f"seq {seq.seq_id}: expected its sampling_params (a SamplingParams), "
+                             f"got {seq.sampling_params!r}")
         self.waiting.append(seq)
 
     def schedule(self) -> tuple[list[Sequence], bool]:
         """One step of `schedule` over the queues; ([], False) only while every running sequence is held
         (overlap scheduling: its last token in flight and its max_tokens reached)."""
-        held = [s for s in self.running
-                if s.num_completion_tokens >= self.sampling_params[s.seq_id].max_tokens]
+        held = [s for s in self.running if s.num_completion_tokens >= s.sampling_params.max_tokens]
         for seq in held:
             self.running.remove(seq)
-        num_waiting = len(self.waiting)
+        preempted: list[Sequence] = []
         seqs, is_prefill = schedule(self.waiting, self.running, self.block_manager, self.max_num_seqs,
-                                    self.max_num_batched_tokens)
+                                    self.max_num_batched_tokens, preempted)
         self.running.extend(held)
-        self.num_preempted = 0 if is_prefill else len(self.waiting) - num_waiting
+        self.num_preempted = len(preempted)
         if not seqs and not held:
             raise RuntimeError(f"nothing to schedule: {len(self.waiting)} waiting, {len(self.running)} "
                                f"running, {self.block_manager.num_free_blocks} free blocks")
@@ -134,7 +142,7 @@ class Scheduler:
         keeps only the blocks of its computed tokens (all but the last, whose K/V the next step writes)."""
         finished = []
         for seq, new_token_ids in zip(seqs, token_ids, strict=True):
-            params = self.sampling_params[seq.seq_id]
+            params = seq.sampling_params
             done = False
             for token_id in new_token_ids:
                 seq.append_token(token_id)
@@ -149,7 +157,6 @@ class Scheduler:
                 else:                                   # preempted while its last token was in flight
                     self.waiting.remove(seq)
                 seq.status = SequenceStatus.FINISHED
-                del self.sampling_params[seq.seq_id]
                 finished.append(seq)
             elif seq.draft_token_ids:
                 truncate(self.block_manager, seq, seq.num_tokens - 1)

@@ -23,8 +23,8 @@ from pagedkv_lib.core.tree_attention import (
     tree_depths,
 )
 
-from .attention_layer import REFERENCE
 from .config import ModelConfig
+from .kernel_choice import REFERENCE
 from .model import Qwen3ForCausalLM
 
 
@@ -47,11 +47,13 @@ def tree_logits(config: ModelConfig, prompt: list[int], tree_token_ids: list[int
     positions = list(range(P)) + [P + d for d in tree_depths(parents)]
     slot_mapping = compute_slot_mapping(block_table, 0, P + N, block_size)
     cu_seqlens = torch.tensor([0, P + N], dtype=torch.int32)                      # [2]
-    inputs = ModelInputs(True, torch.tensor(prompt[:-1] + list(tree_token_ids)),  # [P + N]
-                         torch.tensor(positions),                                  # [P + N]
-                         torch.tensor(slot_mapping, dtype=torch.int32),            # [P + N]
-                         cu_seqlens, cu_seqlens, P + N, P + N, None,
-                         pad_block_tables([block_table]))                         # [1, M]
+    inputs = ModelInputs(is_prefill=True,
+                         input_ids=torch.tensor(prompt[:-1] + list(tree_token_ids)),           # [P + N]
+                         positions=torch.tensor(positions),                                     # [P + N]
+                         slot_mapping=torch.tensor(slot_mapping, dtype=torch.int32),            # [P + N]
+                         cu_seqlens_q=cu_seqlens, cu_seqlens_k=cu_seqlens, max_seqlen_q=P + N,
+                         max_seqlen_k=P + N, context_lens=None,
+                         block_tables=pad_block_tables([block_table]))                          # [1, M]
     hidden = model(inputs.input_ids, inputs.positions, inputs, kv_cache)         # [P + N, E]
     return model.compute_logits(hidden[P:], None)                                # [N, V]
 

@@ -6,6 +6,7 @@ import pytest
 import xxhash
 
 from pagedkv_lib import BlockManager, Sequence
+from pagedkv_lib.core.block_manager import num_new_blocks
 
 
 def seq_of(tokens, bs=4):
@@ -159,3 +160,11 @@ def test_bad_arguments():
     bm.allocate(s)
     with pytest.raises(ValueError, match="already has a block table"):
         bm.allocate(s)
+
+
+def test_num_new_blocks_is_one_exactly_when_the_new_token_opens_a_block():
+    """The one "does this token start a new block" test (block managers, serving instance), block_size 1
+    included, where nano-vllm's `len(seq) % block_size == 1` never holds."""
+    for block_size in (1, 2, 3, 16):
+        got = [num_new_blocks(n, block_size) for n in range(1, 40)]
+        assert got == [int(p % block_size == 0) for p in range(0, 39)], block_size

@@ -101,3 +101,13 @@ def test_prepare_verify_puts_the_last_token_and_its_drafts_at_the_end_of_the_con
     assert inputs.block_tables.tolist() == [[6, 2], [3, -1]] and inputs.max_seqlen_q == 4
     with pytest.raises(ValueError, match="draft_token_ids"):
         prepare_verify([a, b], [[10]])
+
+
+def test_a_prefill_without_a_prefix_hit_gets_block_tables_only_when_asked():
+    """nano-vllm's rule (None: attend to this step's k, v) by default; the engine's attention always reads
+    the cache and asks for them (always_block_tables=True, ModelRunner.prepare)."""
+    seqs = [Sequence(list(range(6)), 4, seq_id=0), Sequence(list(range(3)), 4, seq_id=1)]
+    seqs[0].block_table = [3, 1]
+    seqs[1].block_table = [2]
+    assert prepare_prefill(seqs).block_tables is None
+    assert prepare_prefill(seqs, always_block_tables=True).block_tables.tolist() == [[3, 1], [2, -1]]

@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from pagedkv_lib.core.block_manager import BlockManager
+from pagedkv_lib.core.block_manager import BlockManager, num_new_blocks
 from pagedkv_lib.core.rollback import truncate
 from pagedkv_lib.core.sequence import Sequence
 
@@ -132,7 +132,7 @@ def test_lookahead_counts_the_blocks_the_drafts_start():
     seq = Sequence([1, 2, 3, 4], 4)
     bm.allocate(seq)
     seq.append_token(5)                                            # position 4 starts block 1
-    assert [bm.num_new_blocks(seq, k) for k in (0, 3, 4, 7, 8)] == [1, 1, 2, 2, 3]
+    assert [num_new_blocks(len(seq), 4, k) for k in (0, 3, 4, 7, 8)] == [1, 1, 2, 2, 3]
     assert bm.can_append(seq, 8) and not bm.can_append(seq, 12)
     with pytest.raises(ValueError, match="num_lookahead_tokens"):
         bm.can_append(seq, -1)

@@ -1,9 +1,10 @@
 """The decode step as CUDA graphs (engine/decode_graphs.py): the ladder, the padded inputs, and that padding
 changes nothing; on a GPU, graphed and eager engines generate the same greedy tokens.
 
-On CPU the graph is not captured, but everything around it is the same code: the inputs staged in the host
-buffers (checked against prepare_decode), and the padded forward over the static buffers (the Triton kernels
-in the interpreter: slot -1 and context length 0 must write and read nothing).
+On CPU the graph is not captured, but everything around it is the same code: prepare_decode's padding, the
+copy into the static buffers, and the padded forward over them, run where the replay would run (the Triton
+kernels in the interpreter: slot -1 and context length 0 must write and read nothing), for whole generations
+compared token by token with the eager engine.
 """
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ import torch
 
 from pagedkv_lib.core.model_inputs import prepare_decode
 from pagedkv_lib.engine import LLM, EngineConfig, SamplingParams
-from pagedkv_lib.engine.attention_layer import triton_kernels_available
 from pagedkv_lib.engine.decode_graphs import DecodeGraphs, graph_batch_sizes, padded_batch_size
+from pagedkv_lib.engine.kernel_choice import triton_kernels_available
 
 GPU = torch.cuda.is_available()
 INTERPRETED = triton_kernels_available() and not GPU      # the Triton kernels run on CPU tensors
@@ -47,44 +48,74 @@ def _engine_mid_decode(use_triton: bool, num_seqs: int = 5, seed: int = 0):
     return llm, seqs
 
 
-def _assert_staged_like_prepare_decode(graphs, seqs, padded):
-    got = graphs.staged_numpy(padded)
+def test_prepare_decode_pads_for_a_graph_with_rows_that_read_and_write_nothing():
+    """The graph path's inputs are prepare_decode's own: the real rows unchanged, the padding in one place."""
+    llm, seqs = _engine_mid_decode(use_triton=False)
     want = prepare_decode(seqs)
+    got = prepare_decode(seqs, "cpu", padded_batch_size=8, max_num_blocks=64 // 4)
     B, M = want.block_tables.shape
     for name in ("input_ids", "positions", "slot_mapping", "context_lens"):
-        assert got[name][:B].tolist() == getattr(want, name).tolist(), name
-    assert got["block_tables"][:B, :M].tolist() == want.block_tables.tolist()
-    assert (got["block_tables"][:B, M:] == -1).all() and got["block_tables"].shape[1] == 64 // 4
-    assert got["slot_mapping"][B:].tolist() == [-1] * (padded - B), "padding rows must write nothing"
-    assert got["context_lens"][B:].tolist() == [0] * (padded - B), "padding rows must read nothing"
-    assert (got["block_tables"][B:] == -1).all()
+        assert getattr(got, name)[:B].tolist() == getattr(want, name).tolist(), name
+    assert got.block_tables.shape == (8, 16)
+    assert got.block_tables[:B, :M].tolist() == want.block_tables.tolist()
+    assert (got.block_tables[:B, M:] == -1).all() and (got.block_tables[B:] == -1).all()
+    assert got.slot_mapping[B:].tolist() == [-1] * (8 - B), "padding rows must write nothing"
+    assert got.context_lens[B:].tolist() == [0] * (8 - B), "padding rows must read nothing"
+    assert got.input_ids[B:].tolist() == [0] * (8 - B) and got.positions[B:].tolist() == [0] * (8 - B)
+    with pytest.raises(ValueError, match="at most 4 tables"):
+        prepare_decode(seqs, "cpu", padded_batch_size=4, max_num_blocks=16)
 
 
-def test_staged_inputs_are_prepare_decodes_padded_with_slot_minus_one_and_length_zero():
+def test_load_refuses_inputs_no_graph_was_captured_for():
     llm, seqs = _engine_mid_decode(use_triton=False)
-    runner = llm.model_runner
-    graphs = DecodeGraphs(runner.model, runner.kv_cache, 8, 64, 4)
-    padded = graphs.stage(seqs)
-    assert padded == 8
-    _assert_staged_like_prepare_decode(graphs, seqs, padded)
-
-
-def test_staging_step_after_step_rewrites_what_changed():
-    """Tables grow a block every 4 tokens; requests finish and the rows shift: every step must still equal
-    prepare_decode's inputs (the rows are rewritten incrementally, decode_graphs.DecodeGraphs.stage)."""
-    llm, seqs = _engine_mid_decode(use_triton=False, num_seqs=7, seed=3)
     graphs = DecodeGraphs(llm.model_runner.model, llm.model_runner.kv_cache, 8, 64, 4)
-    sizes = set()
-    while True:
-        padded = graphs.stage(seqs)
-        _assert_staged_like_prepare_decode(graphs, seqs, padded)
-        sizes.add(len(seqs))
-        llm.scheduler.postprocess(seqs, [[t] for t in llm.model_runner.run(seqs, False, [0.0] * len(seqs))])
-        if llm.is_finished():
-            break
-        seqs, is_prefill = llm.scheduler.schedule()
-        assert not is_prefill
-    assert len(sizes) > 2, "the workload was meant to change the batch"
+    with pytest.raises(ValueError, match="captured batch size"):
+        graphs.load(prepare_decode(seqs))                             # 5 rows, tables as wide as needed
+    padded = graphs.load(prepare_decode(seqs, "cpu", graphs.padded_size(len(seqs)), graphs.max_num_blocks))
+    assert padded == 8 and graphs.static.context_lens[:8].tolist() == [s.num_tokens for s in seqs] + [0] * 3
+
+
+class EagerReplay:
+    """What a captured graph replays, run eagerly on a CPU: the same forward over the same static buffers."""
+
+    def __init__(self, graphs: DecodeGraphs, padded: int):
+        self.graphs = graphs
+        self.padded = padded
+
+    def replay(self) -> None:
+        self.graphs.forward(self.padded)
+
+
+def graphed_on_cpu(llm) -> DecodeGraphs:
+    """Give a CPU engine's runner the graph path: DecodeGraphs whose 'capture' records an EagerReplay."""
+    runner, config = llm.model_runner, llm.config
+    graphs = DecodeGraphs(runner.model, runner.kv_cache, config.max_num_seqs, config.max_model_len,
+                          config.block_size)
+
+    def capture(padded: int) -> None:
+        graphs.graphs[padded] = EagerReplay(graphs, padded)
+
+    graphs.capture = capture
+    runner.graphs = graphs
+    return graphs
+
+
+@pytest.mark.skipif(not INTERPRETED, reason="the Triton kernels on CPU tensors: the interpreter")
+@pytest.mark.parametrize("overlap", [False, True])
+def test_the_graph_path_generates_the_eager_paths_greedy_tokens_on_a_cpu(overlap):
+    """The whole graph path but the capture (prepare_decode padded -> static buffers -> the forward over
+    them), step after step as batches shrink from 5 to 1, placeholders too with overlap scheduling: the same
+    greedy tokens as the eager engine, and every padded size that occurred was 'captured'."""
+    rng = random.Random(2)
+    prompts = [[rng.randrange(512) for _ in range(rng.randint(3, 13))] for _ in range(5)]
+    params = [SamplingParams(max_tokens=n) for n in (2, 3, 5, 6, 7)]
+    config = EngineConfig(block_size=4, num_kvcache_blocks=64, max_num_seqs=8, max_model_len=64,
+                          use_triton=True, overlap_scheduling=overlap)
+    eager = LLM(config).generate(prompts, params, use_tqdm=False)
+    llm = LLM(config)
+    graphs = graphed_on_cpu(llm)
+    assert llm.generate(prompts, params, use_tqdm=False) == eager
+    assert sorted(graphs.graphs) == [1, 2, 4, 8], "a graph per padded batch size that occurred"
 
 
 @pytest.mark.skipif(not INTERPRETED, reason="the Triton kernels on CPU tensors: the interpreter")
@@ -96,11 +127,9 @@ def test_padded_forward_over_static_buffers_equals_the_eager_forward_of_the_real
     with torch.inference_mode():
         want = runner.forward(seqs, is_prefill=False)                 # [5, E] eager: no graphs on CPU
         cache_after_eager = runner.kv_cache.clone()
-        graphs = DecodeGraphs(runner.model, runner.kv_cache, 8, 64, 4)
-        padded = graphs.stage(seqs)
-        graphs.upload(padded)
-        graphs.forward(padded)
-    got = graphs.outputs[: len(seqs)]
+        graphs = graphed_on_cpu(llm)
+        got = runner.forward(seqs, is_prefill=False)                  # [5, E] over the static buffers
+    assert sorted(graphs.graphs) == [8]
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
     assert torch.equal(runner.kv_cache, cache_after_eager)
 

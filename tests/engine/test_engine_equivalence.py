@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from pagedkv_lib.engine import LLM, EngineConfig, ModelConfig, SamplingParams, greedy_reference
-from pagedkv_lib.engine.attention_layer import triton_kernels_available
+from pagedkv_lib.engine.kernel_choice import triton_kernels_available
 from pagedkv_lib.engine.model import Qwen3ForCausalLM
 
 POOL_TOKENS = 96       # 96 blocks of 1, 24 of 4, 6 of 16

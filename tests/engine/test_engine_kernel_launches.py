@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from pagedkv_lib.engine import LLM, EngineConfig, SamplingParams
-from pagedkv_lib.engine.attention_layer import triton_kernels_available
+from pagedkv_lib.engine.kernel_choice import triton_kernels_available
 
 pytestmark = pytest.mark.skipif(not triton_kernels_available(), reason="needs triton")
 

@@ -16,8 +16,8 @@ import pytest
 import torch
 
 from pagedkv_lib.engine import LLM, EngineConfig, ModelConfig, SamplingParams
-from pagedkv_lib.engine.attention_layer import triton_kernels_available
 from pagedkv_lib.engine.future_tokens import placeholder_id, resolve_placeholders
+from pagedkv_lib.engine.kernel_choice import triton_kernels_available
 
 POOL_TOKENS = 96
 MAX_MODEL_LEN = 64

@@ -95,9 +95,12 @@ def test_schedule_several_preemptions_keep_the_waiting_order():
     waiting.append(Sequence([500], 4, seq_id=9))
     for s in seqs:
         s.append_token(1)
-    scheduled, _ = schedule(waiting, running, bm, 16, 100)
+    preempted = []
+    scheduled, _ = schedule(waiting, running, bm, 16, 100, preempted)
     # 0 needs a block: preempt 3 (2 free), 0 takes one; 1 takes the other; 2 needs one: preempt 2 itself
     assert ids(scheduled) == [0, 1] and ids(waiting) == [2, 3, 9]
+    assert ids(preempted) == [3, 2], "each preemption is recorded where it happens, in order"
+    assert [s.num_scheduled_tokens for s in scheduled] == [1, 1]
 
 
 def test_preempted_sequence_is_recomputed_with_its_own_blocks_as_prefix_hits():
@@ -174,3 +177,39 @@ def test_model_config_and_requests_are_checked(one_thread):
         llm.add_request(list(range(30)), SamplingParams(max_tokens=8))
     with pytest.raises(ValueError, match="token ids"):
         llm.add_request([1, 128], SamplingParams(max_tokens=2))
+
+
+def test_schedule_sets_num_scheduled_tokens_to_the_uncached_tokens_of_an_admitted_sequence():
+    bm = BlockManager(16, 4)
+    first = Sequence(list(range(10)), 4, seq_id=0)
+    waiting, running = deque([first]), deque()
+    schedule(waiting, running, bm, 16, 100)
+    assert first.num_scheduled_tokens == 10
+    second = Sequence(list(range(9)) + [99, 98], 4, seq_id=1)   # its first 2 blocks are first's
+    waiting.append(second)
+    scheduled, is_prefill = schedule(waiting, running, bm, 16, 100)
+    assert is_prefill and scheduled == [second]
+    assert second.num_cached_tokens == 8 and second.num_scheduled_tokens == 3
+
+
+def test_stats_count_each_preempted_sequence_once_and_requests_carry_their_sampling_params():
+    """The pool runs dry: the preemptions StepStats counts are the sequences that went back to waiting."""
+    config = EngineConfig(model=TINY, block_size=4, num_kvcache_blocks=10, max_model_len=32,
+                          max_num_batched_tokens=64)
+    llm = LLM(config)
+    params = [SamplingParams(max_tokens=n) for n in (12, 9, 14, 7)]
+    for i, sp in enumerate(params):
+        llm.add_request(list(range(10 * i, 10 * i + 6)), sp)
+    assert [s.sampling_params for s in llm.scheduler.waiting] == params
+    requeued = 0
+    while not llm.is_finished():
+        running = {s.seq_id for s in llm.scheduler.running}
+        llm.step()
+        requeued += sum(1 for s in llm.scheduler.waiting if s.seq_id in running)
+    assert sum(s.num_preempted for s in llm.stats) == requeued > 0
+
+
+def test_the_scheduler_refuses_a_sequence_without_its_sampling_params():
+    scheduler = LLM(EngineConfig(model=TINY, block_size=4, num_kvcache_blocks=16, max_model_len=32)).scheduler
+    with pytest.raises(ValueError, match="expected its sampling_params"):
+        scheduler.add(Sequence([1, 2, 3], 4, seq_id=0))

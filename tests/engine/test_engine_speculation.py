@@ -119,8 +119,8 @@ def test_postprocess_stops_a_verified_run_at_eos_and_max_tokens():
                                          ([2, 6, 3], SamplingParams(max_tokens=3), [1, 2, 6]),
                                          ([2, 6, 3], SamplingParams(max_tokens=8), None)):
         scheduler = Scheduler(cfg)
-        seq = Sequence([9, 8, 7], 2, seq_id=0)
-        scheduler.add(seq, params)
+        seq = Sequence([9, 8, 7], 2, seq_id=0, sampling_params=params)
+        scheduler.add(seq)
         prefill, _ = scheduler.schedule()
         scheduler.postprocess(prefill, [[1]])                           # the prefill's token
         seq.draft_token_ids = [2, 6, 4]
