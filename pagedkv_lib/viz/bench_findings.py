@@ -2,16 +2,13 @@
 
 A notebook prints these under the table they describe, from the same result, so that the text follows the
 figures when a GPU run is stored again: no figure is typed into a notebook's markdown. Each function takes a
-result as `roofline.load_results` returns it (the schemas of benchmarks/bench_decode.py,
-benchmarks/bench_prefill.py, and FP8_RESULT of `fp8_plots`) and skips what a result does not hold.
+result as `pagedkv_lib.results` loads it (the schemas of benchmarks/bench_decode.py and
+benchmarks/bench_prefill.py, and the speed schema of `fp8_plots`) and skips what a result does not hold.
 Comparisons are worded from the figures themselves: within TIE of each other two times are "a tie".
 """
 from __future__ import annotations
 
 import textwrap
-from pathlib import Path
-
-from .roofline import RESULTS
 
 TIE = 0.03                                   # two times within 3% of each other: a tie (run-to-run spread)
 DECODE_NAMES = {"triton_v1": "v1", "triton_v2": "v2", "triton_v3": "v3", "sdpa_default": "SDPA's default "
@@ -187,13 +184,12 @@ def fp8_speed_findings(result: dict | None) -> str:
     return _bullets(lines)
 
 
-def target_verdicts(name: str, folder: Path | str = RESULTS) -> str:
-    """The lines of a benchmark's text report (`name`, e.g. "bench_decode.txt") that state a target and
-    whether the run met it, as the benchmark wrote them; "" when the report is not stored."""
-    path = Path(folder) / name
-    if not path.exists():
+def target_verdicts(report: str | None) -> str:
+    """The lines of a benchmark's text report (e.g. bench_decode.txt, as `results.stored_text` reads it) that
+    state a target and whether the run met it, as the benchmark wrote them; "" when there is no report."""
+    if report is None:
         return ""
-    lines = path.read_text().splitlines()
+    lines = report.splitlines()
     if "targets (same run):" in lines:                                 # bench_decode.txt: a section
         lines = lines[lines.index("targets (same run):") + 1:]
     verdicts = [line.rstrip() for line in lines if "target" in line or "vs bf16" in line]
