@@ -115,11 +115,6 @@ class FragmentationResult:
         return np.where(self.free > 0, 1.0 - self.largest_free / safe, 0.0)
 
     @property
-    def stranded_free(self) -> np.ndarray:
-        """[T] free slots at steps where they would cover the queue's head but no hole can host it."""
-        return np.where(self.head_blocked, self.free, 0)
-
-    @property
     def mean_wait(self) -> float:
         """Mean steps a request spent in the queue."""
         return float((self.admit_step - self.arrival_step).mean())
