@@ -298,7 +298,7 @@ for bs in (4, 16, 256):
 # in the same run. On an H200 (bf16, 8 KV heads of 128, key/value as views into qkv, block size 16):
 
 # %%
-from pagedkv_lib import results
+from pagedkv_lib.studies import results
 from pagedkv_lib.viz import bench_findings, roofline
 
 stored = results.load("store_kvcache_h200.json")

@@ -326,7 +326,7 @@ for bs, version, dtype in [(1, 1, torch.float32), (4, 2, torch.float32), (4, 3, 
 # gather-then-SDPA and PyTorch's paged `flex_attention`:
 
 # %%
-from pagedkv_lib import results
+from pagedkv_lib.studies import results
 from pagedkv_lib.viz import bench_findings, roofline
 
 earlier = results.load("decode_h200.json")

@@ -200,7 +200,7 @@ print("decode rows through the prefill kernel equal the decode kernel's:",
 # measured points.
 
 # %%
-from pagedkv_lib import results
+from pagedkv_lib.studies import results
 from pagedkv_lib.viz import roofline
 
 H, H_kv, D = 32, 8, 128

@@ -291,7 +291,7 @@ plt.show()
 # `pagedkv_lib/viz/fp8_plots.py`):
 
 # %%
-from pagedkv_lib import results
+from pagedkv_lib.studies import results
 from pagedkv_lib.viz.bench_findings import fp8_speed_findings
 
 decode_run = results.stored("bench_decode.json")

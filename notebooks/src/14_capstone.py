@@ -412,7 +412,7 @@ print("block_tables\n", staged["block_tables"])
 # The stored run, read back from `benchmarks/results/bench_engine.json`:
 
 # %%
-from pagedkv_lib import results
+from pagedkv_lib.studies import results
 from pagedkv_lib.viz.engine_plots import decode_step_rows, plot_decode_steps
 
 engine_run = results.load("bench_engine.json")

@@ -56,7 +56,7 @@
 # Hugging Face config (hidden size, MLP size, query heads) in `swap_or_recompute.PREFILL_SHAPES`.
 
 # %%
-from pagedkv_lib import results
+from pagedkv_lib.studies import results
 from pagedkv_lib.studies import swap_or_recompute as sr
 
 for shape in sr.PREFILL_SHAPES.values():

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pagedkv_lib import results
+from pagedkv_lib.studies import results
 from pagedkv_lib.studies.memory import MODELS, ModelShape
 
 PREFILL_RESULT = "bench_prefill.json"        # benchmarks/bench_prefill.py on the H200

@@ -2,7 +2,7 @@
 
 A notebook prints these under the table they describe, from the same result, so that the text follows the
 figures when a GPU run is stored again: no figure is typed into a notebook's markdown. Each function takes a
-result as `pagedkv_lib.results` loads it (the schemas of benchmarks/bench_decode.py and
+result as `pagedkv_lib.studies.results` loads it (the schemas of benchmarks/bench_decode.py and
 benchmarks/bench_prefill.py, and the speed schema of `fp8_plots`) and skips what a result does not hold.
 Comparisons are worded from the figures themselves: within TIE of each other two times are "a tie".
 """

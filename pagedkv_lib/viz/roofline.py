@@ -4,8 +4,8 @@ A decode step and a cache write are bound by memory bandwidth, so each method at
 (bytes moved, time) against the line time = bytes / copy bandwidth, the copy measured in the same run
 (`plot_roofline`). Prefill is bound by arithmetic; `plot_attention_roofline` puts both on the classic
 roofline: FLOP/s against FLOPs per byte, under min(matmul peak, intensity x copy bandwidth).
-Draws what the scripts in benchmarks/ write, as `pagedkv_lib.results` loads it: `decode_h200.json` (the
-first decode benchmark: v1, v2 and older baselines), `bench_decode.json` and `bench_prefill.json` (the
+Draws what the scripts in benchmarks/ write, as `pagedkv_lib.studies.results` loads it: `decode_h200.json`
+(the first decode benchmark: v1, v2 and older baselines), `bench_decode.json` and `bench_prefill.json` (the
 kernels of notebooks 11 and 12 against every SDPA backend), `store_kvcache_h200.json`.
 Every figure is reported as a fraction of an anchor measured in the same run. The legend takes the corner
 that hides no point, and the shape labels are placed where they overlap no other text (`labels`).

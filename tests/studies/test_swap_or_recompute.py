@@ -16,7 +16,7 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from pagedkv_lib import results
+from pagedkv_lib.studies import results
 from pagedkv_lib.studies import swap_or_recompute as sr
 from pagedkv_lib.studies.memory import ModelShape
 from pagedkv_lib.studies.serving.simulation import simulate_serving

@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from pagedkv_lib import results
+from pagedkv_lib.studies import results
 from pagedkv_lib.viz import bench_findings as bf
 from pagedkv_lib.viz import fp8_plots, roofline
 

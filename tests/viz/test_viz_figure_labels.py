@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
-from pagedkv_lib import results
+from pagedkv_lib.studies import results
 from pagedkv_lib.studies.swap_or_recompute import PREFILL_SHAPES, load_cost_model
 from pagedkv_lib.viz import labels, roofline
 from pagedkv_lib.viz.program_map import plot_program_map

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from matplotlib.figure import Figure
 
-from pagedkv_lib import results
+from pagedkv_lib.studies import results
 from pagedkv_lib.viz import labels, roofline
 
 DECODE_COLUMNS = ["triton_v1", "triton_v2", "triton_v3", "sdpa_default", "sdpa_flash", "sdpa_cudnn",

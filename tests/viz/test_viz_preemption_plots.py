@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from matplotlib.figure import Figure
 
-from pagedkv_lib import results
+from pagedkv_lib.studies import results
 from pagedkv_lib.studies import swap_or_recompute as sr
 from pagedkv_lib.viz.preemption_plots import draw_swap_or_recompute, plot_host_link
 

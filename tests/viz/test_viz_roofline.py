@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from pagedkv_lib import results
+from pagedkv_lib.studies import results
 from pagedkv_lib.viz import roofline
 
 

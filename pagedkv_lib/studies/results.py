@@ -2,7 +2,7 @@
 
 Each script in benchmarks/ writes its figures as a JSON, and most also a text report with the targets and
 whether the run met them, into the folder given by `--out` (by default RESULTS). A GPU run committed there
-is what the notebooks, the studies that take measured rates (`studies.swap_or_recompute`) and the tests
+is what the notebooks, the studies that take measured rates (`swap_or_recompute`) and the tests
 read. The plots and tables of `viz` take a loaded result and open no file.
 
     load(name)          a stored JSON; FileNotFoundError when it is not there
@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]          # the repository: pagedkv_lib/ beside benchmarks/
+ROOT = Path(__file__).resolve().parents[2]          # the repository: pagedkv_lib/ beside benchmarks/
 RESULTS = ROOT / "benchmarks" / "results"
 
 

@@ -1,5 +1,5 @@
-"""pagedkv_lib.results: the benchmarks' folder is the one the scripts write into by default, a stored result
-reads back as written, and an absent one is None (or FileNotFoundError when the caller needs it)."""
+"""pagedkv_lib.studies.results: the benchmarks' folder is the one the scripts write into by default, a stored
+result reads back as written, and an absent one is None (or FileNotFoundError when the caller needs it)."""
 from __future__ import annotations
 
 import json
@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from pagedkv_lib import results
+from pagedkv_lib.studies import results
 
 
 def test_results_is_the_folder_the_benchmarks_write_into():
