@@ -71,16 +71,17 @@ def store_findings(result: dict, small: int = 256) -> str:
 def split_kv_findings(result: dict, kernels=("triton_v1", "triton", "triton_v2")) -> str:
     """The first decode benchmark (v1 and v2): the fraction of copy at large uniform batches, and what
     split-KV does to one sequence (its time, the floor of its bytes, the rest: fixed cost)."""
-    out, rows = [], _rows(result)
+    out = []
     large = [max(m["frac_copy"] for k, m in r["methods"].items() if k in kernels and "frac_copy" in m)
              for r in result["shapes"] if r["bytes"] >= 1e9 and r["block_size"] == 16]
     if large:
         out.append(f"Batches that read a GB or more (block size 16): the faster of v1 and v2 at "
                    f"{min(large):.0%}-{max(large):.0%} of copy.")
-    one = rows.get("1x4096")
+    one = _rows(result).get("1x4096")
     timed = [k for k in kernels if _us(one, k) is not None]
     if one and len(timed) >= 2:
-        v1, v2, floor = _us(one, timed[0]), _us(one, timed[-1]), one["bytes"] / (result["copy_gbs"] * 1e3)
+        v1, v2 = _us(one, timed[0]), _us(one, timed[-1])
+        floor = one["bytes"] / (result["copy_gbs"] * 1e3)                               # us
         out.append(f"One sequence of 4,096 tokens: v1 {v1:.1f} us, v2 {v2:.1f} us, of which {floor:.1f} us "
                    f"move the bytes at the copy rate and {v2 - floor:.1f} us are fixed cost.")
     return _bullets(out)
@@ -89,7 +90,8 @@ def split_kv_findings(result: dict, kernels=("triton_v1", "triton", "triton_v2")
 def decode_findings(result: dict, first_run: dict | None = None) -> str:
     """The decode kernel against the baselines, shape by shape, in words (times in us, one decimal as in the
     table); `first_run`, when given, for the change of v3 on one sequence between the two runs."""
-    rows, out = _rows(result), []
+    rows = _rows(result)
+    out = []
     for name in ("ragged64", "ragged8"):
         row = rows.get(name)
         best, v3 = (fastest(row), _us(row, "triton_v3")) if row else (None, None)
@@ -127,7 +129,8 @@ def decode_findings(result: dict, first_run: dict | None = None) -> str:
                        "version.")
     row = rows.get("8x4096")
     if row and _us(row, "triton_v2") and _us(row, "triton_v3") and _us(row, "sdpa_flash"):
-        pair, flash = sorted((_us(row, "triton_v2"), _us(row, "triton_v3"))), _us(row, "sdpa_flash")
+        pair = sorted((_us(row, "triton_v2"), _us(row, "triton_v3")))
+        flash = _us(row, "sdpa_flash")
         out.append(f"8x4096: v2 and v3 {pair[0]:.1f}-{pair[1]:.1f} us, FLASH forced (which splits too) "
                    f"{flash:.1f}: the faster version is {versus(pair[0], flash)} FLASH forced.")
     first = _rows(first_run).get("1x4096") if first_run else None
