@@ -47,11 +47,6 @@ class Waste:
     def allocated(self) -> np.ndarray:
         return self.token + self.reserved + self.internal + self.external  # [R]
 
-    @property
-    def utilization(self) -> float:
-        """Token states / allocated slots, over all requests."""
-        return float(self.token.sum() / self.allocated.sum())
-
     def shares(self) -> dict[str, float]:
         """Each category's share of all allocated slots, over all requests (sums to 1)."""
         total = int(self.allocated.sum())

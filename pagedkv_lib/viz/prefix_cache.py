@@ -166,11 +166,6 @@ def draw_tables_figure(fig: Figure, frame: TablesFrame, title: str | None = None
     return fig
 
 
-def tables_figure(frame: TablesFrame, title: str | None = None, figsize=(8, 2.8), dpi=80) -> Figure:
-    """`draw_tables_figure` on a new figure that no pyplot window shows (for widgets and tests)."""
-    return draw_tables_figure(Figure(figsize=figsize, dpi=dpi), frame, title)
-
-
 class TablesStepper(BlockMapStepper):
     """block_map's stepper ("back" / "step" over frames) with each frame's block tables above the pool.
 
