@@ -115,8 +115,11 @@ def trace_arrays(name: str, num_requests: int, seed: int = 0) -> tuple[np.ndarra
     if name not in TRACES:
         raise ValueError(f"name: expected one of {tuple(TRACES)}, got {name!r}")
     check_positive_int("num_requests", num_requests)
-    spec, rng = TRACES[name], np.random.default_rng(seed)
-    prompts, outputs, kept = [], [], 0
+    spec = TRACES[name]
+    rng = np.random.default_rng(seed)
+    prompts = []
+    outputs = []
+    kept = 0                                  # requests that passed the filter so far
     while kept < num_requests:
         p = np.maximum(1, np.rint(rng.lognormal(spec.prompt_mu, spec.prompt_sigma, CHUNK))).astype(np.int64)
         o = np.maximum(1, np.rint(rng.lognormal(spec.output_mu, spec.output_sigma, CHUNK))).astype(np.int64)

@@ -62,7 +62,9 @@ def token_range(token_ids: list[int]) -> str:
 
 def manager_frames(num_blocks: int, block_size: int, ops) -> list[TablesFrame]:
     """Replay a script on a fresh BlockManager; one frame before it and one after each op."""
-    manager, seqs, keys = BlockManager(num_blocks, block_size), {}, {}
+    manager = BlockManager(num_blocks, block_size)
+    seqs = {}
+    keys = {}
     frames = [_frame(manager, seqs, keys, f"{num_blocks} blocks of {block_size} tokens, all free", "start")]
     for op in ops:
         kind, name = op[0], op[1]

@@ -20,7 +20,9 @@ def cow_frames(num_blocks: int, block_size: int, ops) -> list[TablesFrame]:
     """Replay a fork / copy-on-write script; one frame before it and one after each op."""
     pool = BlockPool(num_blocks)
     kv_cache = allocate_kv_cache(1, num_blocks, block_size, 1, 1, fill=0.0)   # [2, 1, N, S, 1, 1]
-    tables, lens, keys = {}, {}, {}
+    tables = {}
+    lens = {}
+    keys = {}
     start = f"{num_blocks} free blocks of {block_size} tokens"
     frames = [_frame(pool, tables, lens, keys, block_size, start, "start")]
     for op in ops:
