@@ -58,9 +58,9 @@ def bench_engine(device: str, repeat: int, threads: int) -> None:
 
 
 def bench_simulation(repeat: int) -> None:
-    from pagedkv_lib.studies.paper_cells import PAPER_SETUP
     from pagedkv_lib.studies.policies import POLICY_KEYS
-    from pagedkv_lib.studies.serving_sim import simulate_serving
+    from pagedkv_lib.studies.serving.paper import PAPER_SETUP
+    from pagedkv_lib.studies.serving.simulation import simulate_serving
     from pagedkv_lib.studies.workload import make_trace
 
     setups = {"synthetic": {"budget_tokens": 256 * 1024, "max_len": 4096, "block_size": 16},

@@ -347,8 +347,8 @@ for name in WORKLOADS:
 # slots (token states / reservation / internal / external fragmentation):
 
 # %%
-from pagedkv_lib.studies.paper_table import static_table
 from pagedkv_lib.studies.policies import LABELS
+from pagedkv_lib.studies.serving.paper import static_table
 
 table = static_table(num_requests=10_000)
 print(f"{'':9s}" + "".join(f"{LABELS[k]:>28s}" for k in table["synthetic"]))
@@ -385,8 +385,7 @@ policies.widget
 # course's bars are on top, the paper's under them (vLLM's rest, 3.7%, is not split in the paper).
 
 # %%
-from pagedkv_lib.studies.paper_cells import figure_2
-from pagedkv_lib.studies.paper_table import build_table, course_values, to_markdown
+from pagedkv_lib.studies.serving.paper import build_table, course_values, figure_2, to_markdown
 from pagedkv_lib.studies.waste import CATEGORIES
 from pagedkv_lib.viz.policy_plots import draw_breakdown
 
@@ -401,7 +400,7 @@ plt.show()
 # Every number the paper prints for this experiment, beside the course's: Fig. 2's shares, the average batch
 # of Fig. 13 (p. 10), and how much higher a request rate vLLM sustains (§6.2 and §6.3, p. 11). Each row names
 # its source, the tolerance within which the course claims to reproduce it
-# (`tests/studies/test_paper_table.py` checks every one), and why the two agree or differ.
+# (`tests/studies/test_serving_paper.py` checks every one), and why the two agree or differ.
 
 # %%
 from IPython.display import Markdown

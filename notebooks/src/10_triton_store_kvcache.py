@@ -285,9 +285,9 @@ def compare_library(block_size, dtype, strided, seed):
 
 
 for bs in (4, 16, 256):
-    results = [f"{str(dt)[6:]}{' views' if st else ''} {compare_library(bs, dt, st, seed=bs)}"
+    equal = [f"{str(dt)[6:]}{' views' if st else ''} {compare_library(bs, dt, st, seed=bs)}"
                for dt in (torch.float32, torch.float16, torch.bfloat16) for st in (False, True)]
-    print(f"block size {bs:3d}, equal to pk.store_kvcache: {', '.join(results)}")
+    print(f"block size {bs:3d}, equal to pk.store_kvcache: {', '.join(equal)}")
 
 # %% [markdown]
 # ## 6. How fast can it be?
@@ -298,9 +298,10 @@ for bs in (4, 16, 256):
 # in the same run. On an H200 (bf16, 8 KV heads of 128, key/value as views into qkv, block size 16):
 
 # %%
+from pagedkv_lib.studies import results
 from pagedkv_lib.viz import bench_findings, roofline
 
-stored = roofline.load_results("store_kvcache_h200.json")
+stored = results.load("store_kvcache_h200.json")
 print(roofline.store_table(stored))
 print(bench_findings.store_findings(stored))
 
@@ -327,7 +328,7 @@ plt.show()
 # NBVAL_IGNORE_OUTPUT
 # (on a GPU this cell prints fresh timings, which change from run to run)
 if torch.cuda.is_available():
-    live = roofline.run_live("bench_store_kvcache.py", "store_kvcache_h200.json")
+    live = results.run_live("bench_store_kvcache.py", "store_kvcache_h200.json")
     print(roofline.store_table(live))
 else:
     print("no GPU: showing stored H200 figures")

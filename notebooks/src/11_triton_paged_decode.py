@@ -326,9 +326,10 @@ for bs, version, dtype in [(1, 1, torch.float32), (4, 2, torch.float32), (4, 3, 
 # gather-then-SDPA and PyTorch's paged `flex_attention`:
 
 # %%
+from pagedkv_lib.studies import results
 from pagedkv_lib.viz import bench_findings, roofline
 
-earlier = roofline.load_results("decode_h200.json")
+earlier = results.load("decode_h200.json")
 fig, ax = plt.subplots(figsize=(7.5, 4), dpi=80)
 roofline.plot_roofline(roofline.decode_points(earlier), earlier["copy_gbs"], ax=ax,
                        title="paged decode on an H200, v1 and v2 (stored figures, 2026-11-29)")
@@ -351,8 +352,8 @@ print(bench_findings.split_kv_findings(earlier))
 
 # %%
 COLUMNS = ["triton_v1", "triton_v2", "triton_v3", "sdpa_default", "sdpa_flash", "sdpa_cudnn", "flash_varlen"]
-final = roofline.stored("bench_decode.json")
-first_run = roofline.load_results("first_run/bench_decode.json")
+final = results.stored("bench_decode.json")
+first_run = results.load("first_run/bench_decode.json")
 if final is None:
     print("No final run stored yet (benchmarks/results/bench_decode.json). The first run, times only:\n")
     print(roofline.decode_table(first_run, COLUMNS, fractions=False))
@@ -370,7 +371,7 @@ else:
 # %%
 print(bench_findings.decode_findings(final or first_run, first_run if final else None))
 print("\ntargets (benchmarks/results/bench_decode.txt):")
-print(bench_findings.target_verdicts("bench_decode.txt") or "none stored")
+print(bench_findings.target_verdicts(results.stored_text("bench_decode.txt")) or "none stored")
 
 # %% [markdown]
 # - **The kernel wins on ragged and small batches.** v3 cuts the actual contexts into chunks of equal work,
@@ -398,7 +399,7 @@ print(bench_findings.target_verdicts("bench_decode.txt") or "none stored")
 # (on a GPU this cell prints fresh timings, which change from run to run)
 if torch.cuda.is_available():
     shapes = "1x4096,8x4096,64x4096,ragged8"
-    live = roofline.run_live("bench_decode.py", "bench_decode.json", "--shapes", shapes, "--budget-s", "100")
+    live = results.run_live("bench_decode.py", "bench_decode.json", "--shapes", shapes, "--budget-s", "100")
     print(roofline.decode_table(live, COLUMNS))
 else:
     print("no GPU: showing stored H200 figures")

@@ -200,15 +200,16 @@ print("decode rows through the prefill kernel equal the decode kernel's:",
 # measured points.
 
 # %%
+from pagedkv_lib.studies import results
 from pagedkv_lib.viz import roofline
 
 H, H_kv, D = 32, 8, 128
 shapes = {  # name: (FLOPs, bytes)
     "decode 64x4096": (4 * 64 * 4096 * H * D, 2 * 64 * 4096 * H_kv * D * 2 + 2 * 64 * H * D * 2),
     "prefill cold 2048": (4 * H * D * 2048 * 2049 // 2, 2 * 2048 * H_kv * D * 2 + 2 * 2048 * H * D * 2)}
-prefill_run, decode_run = roofline.stored("bench_prefill.json"), roofline.stored("bench_decode.json")
+prefill_run, decode_run = results.stored("bench_prefill.json"), results.stored("bench_decode.json")
 if prefill_run is None:  # ceilings of two measured runs: matmul of the first prefill run, copy of 2026-11-29
-    matmul, copy = roofline.load_results("first_run/bench_prefill.json")["matmul_tflops"], 4273.0
+    matmul, copy = results.load("first_run/bench_prefill.json")["matmul_tflops"], 4273.0
 else:
     matmul, copy = prefill_run["matmul_tflops"], prefill_run["copy_gbs"]
 ridge = matmul * 1e12 / (copy * 1e9)
@@ -243,13 +244,13 @@ plt.show()
 from pagedkv_lib.viz import bench_findings
 
 COLUMNS = ["triton", "sdpa_default", "sdpa_flash", "sdpa_cudnn"]
-stored = prefill_run or roofline.load_results("first_run/bench_prefill.json")
+stored = prefill_run or results.load("first_run/bench_prefill.json")
 if prefill_run is None:
     print("No final run stored yet (benchmarks/results/bench_prefill.json). The first run:")
 print(roofline.prefill_table(stored, COLUMNS))
 print(bench_findings.prefill_findings(stored))
 print("\ntargets (benchmarks/results/bench_prefill.txt):")
-print(bench_findings.target_verdicts("bench_prefill.txt") or "none stored")
+print(bench_findings.target_verdicts(results.stored_text("bench_prefill.txt")) or "none stored")
 
 # %% [markdown]
 # Compute-bound, as the roofline says: the kernel runs well below the dense matmul's rate (the end of each
@@ -264,7 +265,7 @@ print(bench_findings.target_verdicts("bench_prefill.txt") or "none stored")
 # NBVAL_IGNORE_OUTPUT
 # (on a GPU this cell prints fresh timings, which change from run to run)
 if torch.cuda.is_available():
-    live = roofline.run_live("bench_prefill.py", "bench_prefill.json", "--budget-s", "60")
+    live = results.run_live("bench_prefill.py", "bench_prefill.json", "--budget-s", "60")
     print(roofline.prefill_table(live, COLUMNS))
 else:
     print("no GPU: showing stored H200 figures")

@@ -291,9 +291,13 @@ plt.show()
 # `pagedkv_lib/viz/fp8_plots.py`):
 
 # %%
+from pagedkv_lib.studies import results
 from pagedkv_lib.viz.bench_findings import fp8_speed_findings
 
-speed = fp8_plots.load_fp8_speed()
+decode_run = results.stored("bench_decode.json")
+speed = None
+if decode_run is not None:
+    speed = fp8_plots.from_decode_results(decode_run, "triton_v3", "fp8_v3")
 print(fp8_plots.speed_table(speed))
 print(fp8_speed_findings(speed))
 

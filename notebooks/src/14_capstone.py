@@ -210,26 +210,26 @@ for s in seqs:
 # ## 6. The serving simulation: paging vs the paper's three reservations
 #
 # How much does paging buy on a real workload? Running the model is not needed to answer: memory decides who
-# runs. `pagedkv_lib.studies.serving_sim.simulate_serving` replays the notebook-1 workload (200 requests,
-# prompts of 100-2000 tokens, outputs of 20-1500, `max_len` 4096) event by event, in tokens: every step each
-# running request gains a token. `paged` allocates a block when a request crosses a block boundary and
-# preempts the newest when the pool is dry, like the engine above. The three baselines of the PagedAttention
-# paper (notebook 01, section 9) give each request one contiguous chunk at admission, from a buddy allocator
-# that hands out powers of two, as the systems before vLLM did: `orca_max` reserves `max_len` slots,
-# `orca_pow2` the prompt plus the output rounded up to a power of two, `orca_oracle` the prompt plus the true
-# output (it knows the future). A chunk never grows, so the Orca policies never preempt; the queue waits
-# instead. All requests arrive at step 0.
+# runs. `simulate_serving` (pagedkv_lib.studies.serving.simulation) replays the notebook-1 workload (200
+# requests, prompts of 100-2000 tokens, outputs of 20-1500, `max_len` 4096) event by event, in tokens: every
+# step each running request gains a token. `paged` allocates a block when a request crosses a block boundary
+# and preempts the newest when the pool is dry, like the engine above. The three baselines of the
+# PagedAttention paper (notebook 01, section 9) give each request one contiguous chunk at admission, from a
+# buddy allocator that hands out powers of two, as the systems before vLLM did: `orca_max` reserves `max_len`
+# slots, `orca_pow2` the prompt plus the output rounded up to a power of two, `orca_oracle` the prompt plus
+# the true output (it knows the future). A chunk never grows, so the Orca policies never preempt; the queue
+# waits instead. All requests arrive at step 0.
 
 # %%
 from pagedkv_lib.studies.policies import LABELS, POLICY_KEYS
-from pagedkv_lib.studies.serving_sim import simulate_serving
+from pagedkv_lib.studies.serving.simulation import simulate_serving
 from pagedkv_lib.studies.workload import make_workload
 from pagedkv_lib.viz.serving_plots import ServingExplorer, draw_throughput_sweep, serving_summary
 
 requests = make_workload(200, seed=0)
-results = {p: simulate_serving(requests, p, budget_tokens=64 * 1024, block_size=16, max_len=4096)
+runs = {p: simulate_serving(requests, p, budget_tokens=64 * 1024, block_size=16, max_len=4096)
            for p in POLICY_KEYS}
-print(serving_summary(results))
+print(serving_summary(runs))
 
 # %% [markdown]
 # The same shape as the paper's: reserving `max_len` leaves about 60% of the KV memory empty, and even the
@@ -291,8 +291,8 @@ print(serving_summary({p: simulate_serving(big, p, budget_tokens=256 * 1024, blo
 
 # %%
 from pagedkv_lib.studies.memory import MODELS, KiB
-from pagedkv_lib.studies.paper_cells import CELLS, PAPER_SETUP
-from pagedkv_lib.studies.serving_measures import serving_breakdown
+from pagedkv_lib.studies.serving.measures import serving_breakdown
+from pagedkv_lib.studies.serving.paper import CELLS, PAPER_SETUP
 from pagedkv_lib.studies.workload import make_trace
 
 print(f"OPT-13B: {MODELS['OPT-13B'].bytes_per_token // KiB} KiB per token; 12 GiB hold "
@@ -325,7 +325,7 @@ for k in ("orca_oracle", "orca_max"):
 # %%
 import numpy as np
 
-from pagedkv_lib.studies.serving_measures import latency_curves, sustained_rate
+from pagedkv_lib.studies.serving.measures import latency_curves, sustained_rate
 from pagedkv_lib.viz.serving_plots import draw_latency_curves
 
 rates = np.linspace(0.005, 0.11, 15)                                  # requests per step
@@ -415,10 +415,10 @@ print("block_tables\n", staged.block_tables.numpy())
 # The stored run, read back from `benchmarks/results/bench_engine.json`:
 
 # %%
+from pagedkv_lib.studies import results
 from pagedkv_lib.viz.engine_plots import decode_step_rows, plot_decode_steps
-from pagedkv_lib.viz.roofline import load_results
 
-engine_run = load_results("bench_engine.json")
+engine_run = results.load("bench_engine.json")
 rows = decode_step_rows(engine_run)
 print(f"{engine_run['env']['device']}, copy {engine_run['copy_gbs']:.0f} GB/s; ms per decode step "
       f"(transformers {engine_run['hf']['version']}: its fastest method, {rows[0]['hf_method']}):")

@@ -56,6 +56,7 @@
 # Hugging Face config (hidden size, MLP size, query heads) in `swap_or_recompute.PREFILL_SHAPES`.
 
 # %%
+from pagedkv_lib.studies import results
 from pagedkv_lib.studies import swap_or_recompute as sr
 
 for shape in sr.PREFILL_SHAPES.values():
@@ -73,7 +74,7 @@ for shape in sr.PREFILL_SHAPES.values():
 # pageable memory for contrast. The link's generation and width come from `nvidia-smi`.
 
 # %%
-prefill_run, preemption_run = sr.load_results()
+preemption_run = results.load(sr.PREEMPTION_RESULT)
 env, pcie = preemption_run["env"], preemption_run["pcie"]
 print(f"{env['device']}, torch {env['torch']}; PCIe link {env['pcie_before']}")
 print(f"nominal {sr.PCIE5_X16_GBS:.1f} GB/s each way; best pinned copy: {pcie['best_gbs']['d2h']:.1f} out, "
@@ -205,15 +206,15 @@ for shape in sr.PREFILL_SHAPES.values():
 #
 # ## 5. The choice in the serving simulation
 #
-# `simulate_serving(..., preemption="swap")` (pagedkv_lib/studies/serving_sim.py) preempts like vLLM V0's
-# `PreemptionMode.SWAP`: the preempted request's blocks are freed, it joins a swapped queue that is served
-# before anyone waiting (no admission while a request is swapped out) and only in a step that preempted
+# `simulate_serving(..., preemption="swap")` (pagedkv_lib/studies/serving/simulation.py) preempts like vLLM
+# V0's `PreemptionMode.SWAP`: the preempted request's blocks are freed, it joins a swapped queue that is
+# served before anyone waiting (no admission while a request is swapped out) and only in a step that preempted
 # nobody. The default stays `"recompute"`. The simulation counts steps, not seconds, so each run records the
-# length of every preemption, and `preemption_seconds` prices them with the cost model above. The
-# notebook-1 workload on a tight 64K-slot budget:
+# length of every preemption, and `preemption_seconds` prices them with the cost model above. The notebook-1
+# workload on a tight 64K-slot budget:
 
 # %%
-from pagedkv_lib.studies.serving_sim import simulate_serving
+from pagedkv_lib.studies.serving.simulation import simulate_serving
 from pagedkv_lib.studies.workload import make_workload
 
 requests = make_workload(200, seed=0)

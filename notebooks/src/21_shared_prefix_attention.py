@@ -228,10 +228,10 @@ for B, P in ((4, 4096), (64, 200), (16, 512), (17, 512), (64, 4096), (256, 8192)
 # stored results, or says that they are not there yet:
 
 # %%
-from pagedkv_lib.viz import roofline
+from pagedkv_lib.studies import results
 from pagedkv_lib.viz.cascade_plots import cascade_findings
 
-print(cascade_findings(roofline.stored("bench_cascade.json")))
+print(cascade_findings(results.stored("bench_cascade.json")))
 
 # %% [markdown]
 # ## Exercises

@@ -106,7 +106,8 @@ def generate(cache: str, prompts, max_tokens: int, block_size: int = 16) -> list
 def teacher_forced_logits(runner: ModelRunner, prompts, completions) -> list[torch.Tensor]:
     """Each prompt + completion as one prefill through a fresh cache: logits [n, V] that predict the n
     completion tokens (positions len(prompt) - 1 .. end - 2)."""
-    seqs, next_block = [], 0
+    seqs = []
+    next_block = 0
     for i, (p, c) in enumerate(zip(prompts, completions, strict=True)):
         seq = Sequence(p + c[:-1], runner.config.block_size, seq_id=i)   # c[-1] predicts nothing we check
         seq.block_table = list(range(next_block, next_block + seq.num_blocks))

@@ -115,11 +115,6 @@ class FragmentationResult:
         return np.where(self.free > 0, 1.0 - self.largest_free / safe, 0.0)
 
     @property
-    def stranded_free(self) -> np.ndarray:
-        """[T] free slots at steps where they would cover the queue's head but no hole can host it."""
-        return np.where(self.head_blocked, self.free, 0)
-
-    @property
     def mean_wait(self) -> float:
         """Mean steps a request spent in the queue."""
         return float((self.admit_step - self.arrival_step).mean())
@@ -149,7 +144,8 @@ def simulate_fragmentation(allocator: str = "first_fit", *, requests=None, num_r
     requests = make_workload(num_requests, seed) if requests is None else list(requests)
     arrivals = arrival_steps(len(requests), arrival_rate, seed)  # [R]
     if allocator == "paged":
-        alloc, sizes = PagedAllocator(capacity, block_size), [r.total_len for r in requests]
+        alloc = PagedAllocator(capacity, block_size)
+        sizes = [r.total_len for r in requests]
         need = [-(-s // block_size) * block_size for s in sizes]
     else:
         alloc = FirstFitAllocator(capacity)
@@ -161,12 +157,16 @@ def simulate_fragmentation(allocator: str = "first_fit", *, requests=None, num_r
     lifetimes = [-(-r.output_len // tokens_per_step) for r in requests]
 
     n = len(requests)
-    admit, finish = np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)
+    admit = np.full(n, -1, dtype=np.int64)     # [R]
+    finish = np.full(n, -1, dtype=np.int64)    # [R]
     waiting: deque[int] = deque()
     leaving: list[tuple[int, int]] = []  # heap of (finish step, request id)
     keys = ("steps", "map", "running", "waiting", "free", "largest", "blocked")
     rows: dict[str, list] = {k: [] for k in keys}
-    next_arrival, done, free, t = 0, 0, capacity, 0
+    next_arrival = 0                     # index of the next request to arrive
+    done = 0
+    free = capacity                      # free token slots
+    t = 0
     while done < n:
         while leaving and leaving[0][0] <= t:
             _, rid = heapq.heappop(leaving)
@@ -178,7 +178,9 @@ def simulate_fragmentation(allocator: str = "first_fit", *, requests=None, num_r
             next_arrival += 1
         while waiting and alloc.place(waiting[0], sizes[waiting[0]]):
             rid = waiting.popleft()
-            admit[rid], finish[rid], free = t, t + lifetimes[rid], free - need[rid]
+            admit[rid] = t
+            finish[rid] = t + lifetimes[rid]
+            free -= need[rid]
             heapq.heappush(leaving, (t + lifetimes[rid], rid))
         if t % record_every == 0:
             rows["steps"].append(t)

@@ -53,10 +53,12 @@ class TailEvictingRadixCache(RadixCache):
     def evict(self, num_blocks: int) -> int:
         heap = [(n.last_access_time, i, n) for i, n in enumerate(self._evictable_leaves())]
         heapq.heapify(heap)
-        tie, freed = len(heap), 0
+        tie = len(heap)                     # a fresh tie-breaker for each parent pushed back
+        freed = 0
         while freed < num_blocks and heap:
             leaf = heap[0][2]
-            child_key, k = self._child_key(leaf.key), min(len(leaf.value), num_blocks - freed)
+            child_key = self._child_key(leaf.key)
+            k = min(len(leaf.value), num_blocks - freed)
             self.pool.free(leaf.value[len(leaf.value) - k:][::-1])          # last block first
             leaf.value = leaf.value[: len(leaf.value) - k]
             leaf.key = leaf.key[: len(leaf.value) * self.block_size]
@@ -99,7 +101,8 @@ def _tokens(rng: random.Random, n: int) -> tuple[int, ...]:
 def chat_turns(num_conversations: int = 8, num_turns: int = 5, seed: int = 0, user=(16, 64), answer=(16, 96),
                think_steps: int = 4) -> list[PrefixRequest]:
     """Each turn's prompt is the previous turn's prompt and answer plus a new user message."""
-    rng, out = random.Random(f"chat/{seed}"), []
+    rng = random.Random(f"chat/{seed}")
+    out = []
     for c in range(num_conversations):
         context: tuple[int, ...] = ()
         for k in range(num_turns):
@@ -173,7 +176,8 @@ class _Timed:
     """The manager's five calls, with the wall clock they take added to stats.bookkeeping_s."""
 
     def __init__(self, manager, stats: ReplayStats):
-        self.manager, self.stats = manager, stats
+        self.manager = manager
+        self.stats = stats
 
     def __getattr__(self, name):
         fn = getattr(self.manager, name)
@@ -222,7 +226,8 @@ def serve(requests: list[PrefixRequest], block_manager, block_size: int, stats: 
     can_allocate, allocate, can_append, may_append, deallocate), filling `stats`."""
     bm = _Timed(block_manager, stats)
     by_id = dict(enumerate(requests))
-    pending, finished_at = set(by_id), {}
+    pending = set(by_id)
+    finished_at = {}
     waiting: deque[Sequence] = deque()
     running: deque[Sequence] = deque()
     t = 0

@@ -85,7 +85,8 @@ def engine_speculation(name: str, k: int = 4, block_size: int = 16, num_kvcache_
 def edit_requests(num_requests: int = 8, length: int = 96, num_edits: int = 4,
                   seed: int = 0) -> list[tuple[list[int], list[int]]]:
     """(prompt, answer) pairs: the answer is the prompt's text with `num_edits` tokens replaced."""
-    rng, out = random.Random(f"edit/{seed}"), []
+    rng = random.Random(f"edit/{seed}")
+    out = []
     for _ in range(num_requests):
         text = [rng.randrange(VOCAB) for _ in range(length)]
         answer = list(text)
@@ -100,7 +101,9 @@ def replay_speculation(requests: list[tuple[list[int], list[int]]], k: int = 4,
     """Greedy verification replayed against known answers: every step drafts up to k tokens from the
     tokens so far, keeps the drafts equal to the answer's next tokens, and gains them plus one."""
     proposer = proposer if proposer is not None else NgramProposer(k)
-    drafted = accepted = seq_steps = 0
+    drafted = 0
+    accepted = 0
+    seq_steps = 0
     for prompt, answer in requests:
         done = 0
         while done < len(answer):

@@ -1,7 +1,8 @@
 """Swap or recompute: what it costs to bring back a preempted request's K/V, with numbers measured on an H200.
 
 Exports: `PrefillShape`, `PREFILL_SHAPES`, `HostLink`, `fit_host_link`, `CostModel`, `load_cost_model`,
-`load_results`, `PCIE5_X16_GBS`, `crossover_table`, `preemption_seconds`, `PRICING_MODES`.
+`PREFILL_RESULT`, `PREEMPTION_RESULT`, `PCIE5_X16_GBS`, `crossover_table`, `preemption_seconds`,
+`PRICING_MODES`.
 `python -m pagedkv_lib.studies.swap_or_recompute` prints the crossover table.
 Units: tokens, bytes, seconds; GB = 1e9 bytes, TFLOP = 1e12 FLOPs.
 
@@ -23,15 +24,14 @@ b n + c n^2 beats swap a n exactly when n < (a - b) / c; if a <= b, swap always 
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from pagedkv_lib.studies import results
 from pagedkv_lib.studies.memory import MODELS, ModelShape
 
-RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
 PREFILL_RESULT = "bench_prefill.json"        # benchmarks/bench_prefill.py on the H200
 PREEMPTION_RESULT = "preemption_h200.json"   # benchmarks/bench_preemption.py on the H200
 # PCIe 5.0: 32 GT/s per lane, 128b/130b encoding (PCI-SIG); x16, one direction, in GB/s
@@ -156,21 +156,14 @@ def best_attention_tflops(prefill: dict, shape: str = "cold8x2048") -> tuple[flo
     return float(best["tflops"]), name + (f" [{best['backend']}]" if best.get("backend") else "")
 
 
-def load_results(results: Path | str = RESULTS) -> tuple[dict, dict | None]:
-    """(bench_prefill.json, preemption_h200.json or None when that benchmark has not been run)."""
-    results = Path(results)
-    path = results / PREEMPTION_RESULT
-    return (json.loads((results / PREFILL_RESULT).read_text()),
-            json.loads(path.read_text()) if path.exists() else None)
-
-
-def load_cost_model(results: Path | str = RESULTS, link: str = "measured") -> CostModel:
-    """Rates from `results`: bench_prefill.json always; the host link fitted to the graph-timed copies of
-    preemption_h200.json ("measured"), or PCIe 5.0 x16's nominal rate with no overhead ("nominal", or when
-    that file is absent)."""
+def load_cost_model(folder: Path | str = results.RESULTS, link: str = "measured") -> CostModel:
+    """Rates from the results in `folder`: bench_prefill.json always; the host link fitted to the
+    graph-timed copies of preemption_h200.json ("measured"), or PCIe 5.0 x16's nominal rate with no overhead
+    ("nominal", or when that file is absent)."""
     if link not in ("measured", "nominal"):
         raise ValueError(f"link: expected 'measured' or 'nominal', got {link!r}")
-    prefill, preemption = load_results(results)
+    prefill = results.load(PREFILL_RESULT, folder)
+    preemption = results.stored(PREEMPTION_RESULT, folder)
     attention, method = best_attention_tflops(prefill)
     source = (f"{prefill['env']['device']}, {PREFILL_RESULT}: dense bf16 matmul "
               f"{prefill['matmul_tflops']:.0f} TFLOP/s, causal prefill attention {attention:.0f} TFLOP/s "

@@ -10,7 +10,7 @@ The paper's terms (Kwon et al., SOSP 2023, §3.1 and Fig. 3, p. 4), for one requ
   internal  slots the request will never fill, "due to over-provisioning for potential maximum sequence
             lengths" (internal fragmentation; known only once the request has finished);
   external  slots lost to the allocator, "like the buddy allocator": here the rounding of a chunk to a power
-            of two; in a serving run also free memory no waiting request can use (serving_measures).
+            of two; in a serving run also free memory no waiting request can use (serving.measures).
 A request admitted with p prompt tokens generates one token per step for o steps and holds p + k tokens at
 step k = 1..o. Two views:
   lifetime  the sum over those o steps (slot-steps): what a snapshot of a busy server sees on average, each
@@ -46,11 +46,6 @@ class Waste:
     @property
     def allocated(self) -> np.ndarray:
         return self.token + self.reserved + self.internal + self.external  # [R]
-
-    @property
-    def utilization(self) -> float:
-        """Token states / allocated slots, over all requests."""
-        return float(self.token.sum() / self.allocated.sum())
 
     def shares(self) -> dict[str, float]:
         """Each category's share of all allocated slots, over all requests (sums to 1)."""

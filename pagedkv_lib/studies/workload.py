@@ -97,10 +97,14 @@ class TraceSpec:
 
 
 TRACES: dict[str, TraceSpec] = {
-    "sharegpt": TraceSpec("sharegpt", 4.6888, 1.0, 5.4768, 0.9462, 161.31, 337.99,
-                          "means: Fig. 11a (p. 9); output spread: Fig. 2 (p. 2); prompt spread assumed"),
-    "alpaca": TraceSpec("alpaca", 2.7759, 0.6, 3.7473, 0.8, 19.31, 58.45,
-                        "means: Fig. 11b legend (p. 9); spreads assumed"),
+    "sharegpt": TraceSpec(
+        name="sharegpt", prompt_mu=4.6888, prompt_sigma=1.0, output_mu=5.4768, output_sigma=0.9462,
+        paper_mean_prompt=161.31, paper_mean_output=337.99,
+        source="means: Fig. 11a (p. 9); output spread: Fig. 2 (p. 2); prompt spread assumed"),
+    "alpaca": TraceSpec(
+        name="alpaca", prompt_mu=2.7759, prompt_sigma=0.6, output_mu=3.7473, output_sigma=0.8,
+        paper_mean_prompt=19.31, paper_mean_output=58.45,
+        source="means: Fig. 11b legend (p. 9); spreads assumed"),
 }
 WORKLOADS = ("synthetic", "sharegpt", "alpaca")
 MAX_LEN = {"synthetic": 4096, "sharegpt": 2048, "alpaca": 2048}  # the max_len each workload is served with
@@ -111,8 +115,11 @@ def trace_arrays(name: str, num_requests: int, seed: int = 0) -> tuple[np.ndarra
     if name not in TRACES:
         raise ValueError(f"name: expected one of {tuple(TRACES)}, got {name!r}")
     check_positive_int("num_requests", num_requests)
-    spec, rng = TRACES[name], np.random.default_rng(seed)
-    prompts, outputs, kept = [], [], 0
+    spec = TRACES[name]
+    rng = np.random.default_rng(seed)
+    prompts = []
+    outputs = []
+    kept = 0                                  # requests that passed the filter so far
     while kept < num_requests:
         p = np.maximum(1, np.rint(rng.lognormal(spec.prompt_mu, spec.prompt_sigma, CHUNK))).astype(np.int64)
         o = np.maximum(1, np.rint(rng.lognormal(spec.output_mu, spec.output_sigma, CHUNK))).astype(np.int64)

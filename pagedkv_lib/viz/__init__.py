@@ -1,2 +1,3 @@
 """Plots and widgets for the notebooks: one module per picture family, each tested in
-tests/viz/test_viz_*.py."""
+tests/viz/test_viz_*.py. They draw what they are given: a stored benchmark result is read by
+pagedkv_lib.studies.results, a study's figures are computed in pagedkv_lib.studies."""

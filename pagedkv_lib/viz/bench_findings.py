@@ -2,16 +2,13 @@
 
 A notebook prints these under the table they describe, from the same result, so that the text follows the
 figures when a GPU run is stored again: no figure is typed into a notebook's markdown. Each function takes a
-result as `roofline.load_results` returns it (the schemas of benchmarks/bench_decode.py,
-benchmarks/bench_prefill.py, and FP8_RESULT of `fp8_plots`) and skips what a result does not hold.
+result as `pagedkv_lib.studies.results` loads it (the schemas of benchmarks/bench_decode.py and
+benchmarks/bench_prefill.py, and the speed schema of `fp8_plots`) and skips what a result does not hold.
 Comparisons are worded from the figures themselves: within TIE of each other two times are "a tie".
 """
 from __future__ import annotations
 
 import textwrap
-from pathlib import Path
-
-from .roofline import RESULTS
 
 TIE = 0.03                                   # two times within 3% of each other: a tie (run-to-run spread)
 DECODE_NAMES = {"triton_v1": "v1", "triton_v2": "v2", "triton_v3": "v3", "sdpa_default": "SDPA's default "
@@ -74,16 +71,17 @@ def store_findings(result: dict, small: int = 256) -> str:
 def split_kv_findings(result: dict, kernels=("triton_v1", "triton", "triton_v2")) -> str:
     """The first decode benchmark (v1 and v2): the fraction of copy at large uniform batches, and what
     split-KV does to one sequence (its time, the floor of its bytes, the rest: fixed cost)."""
-    out, rows = [], _rows(result)
+    out = []
     large = [max(m["frac_copy"] for k, m in r["methods"].items() if k in kernels and "frac_copy" in m)
              for r in result["shapes"] if r["bytes"] >= 1e9 and r["block_size"] == 16]
     if large:
         out.append(f"Batches that read a GB or more (block size 16): the faster of v1 and v2 at "
                    f"{min(large):.0%}-{max(large):.0%} of copy.")
-    one = rows.get("1x4096")
+    one = _rows(result).get("1x4096")
     timed = [k for k in kernels if _us(one, k) is not None]
     if one and len(timed) >= 2:
-        v1, v2, floor = _us(one, timed[0]), _us(one, timed[-1]), one["bytes"] / (result["copy_gbs"] * 1e3)
+        v1, v2 = _us(one, timed[0]), _us(one, timed[-1])
+        floor = one["bytes"] / (result["copy_gbs"] * 1e3)                               # us
         out.append(f"One sequence of 4,096 tokens: v1 {v1:.1f} us, v2 {v2:.1f} us, of which {floor:.1f} us "
                    f"move the bytes at the copy rate and {v2 - floor:.1f} us are fixed cost.")
     return _bullets(out)
@@ -92,7 +90,8 @@ def split_kv_findings(result: dict, kernels=("triton_v1", "triton", "triton_v2")
 def decode_findings(result: dict, first_run: dict | None = None) -> str:
     """The decode kernel against the baselines, shape by shape, in words (times in us, one decimal as in the
     table); `first_run`, when given, for the change of v3 on one sequence between the two runs."""
-    rows, out = _rows(result), []
+    rows = _rows(result)
+    out = []
     for name in ("ragged64", "ragged8"):
         row = rows.get(name)
         best, v3 = (fastest(row), _us(row, "triton_v3")) if row else (None, None)
@@ -130,7 +129,8 @@ def decode_findings(result: dict, first_run: dict | None = None) -> str:
                        "version.")
     row = rows.get("8x4096")
     if row and _us(row, "triton_v2") and _us(row, "triton_v3") and _us(row, "sdpa_flash"):
-        pair, flash = sorted((_us(row, "triton_v2"), _us(row, "triton_v3"))), _us(row, "sdpa_flash")
+        pair = sorted((_us(row, "triton_v2"), _us(row, "triton_v3")))
+        flash = _us(row, "sdpa_flash")
         out.append(f"8x4096: v2 and v3 {pair[0]:.1f}-{pair[1]:.1f} us, FLASH forced (which splits too) "
                    f"{flash:.1f}: the faster version is {versus(pair[0], flash)} FLASH forced.")
     first = _rows(first_run).get("1x4096") if first_run else None
@@ -187,13 +187,12 @@ def fp8_speed_findings(result: dict | None) -> str:
     return _bullets(lines)
 
 
-def target_verdicts(name: str, folder: Path | str = RESULTS) -> str:
-    """The lines of a benchmark's text report (`name`, e.g. "bench_decode.txt") that state a target and
-    whether the run met it, as the benchmark wrote them; "" when the report is not stored."""
-    path = Path(folder) / name
-    if not path.exists():
+def target_verdicts(report: str | None) -> str:
+    """The lines of a benchmark's text report (e.g. bench_decode.txt, as `results.stored_text` reads it) that
+    state a target and whether the run met it, as the benchmark wrote them; "" when there is no report."""
+    if report is None:
         return ""
-    lines = path.read_text().splitlines()
+    lines = report.splitlines()
     if "targets (same run):" in lines:                                 # bench_decode.txt: a section
         lines = lines[lines.index("targets (same run):") + 1:]
     verdicts = [line.rstrip() for line in lines if "target" in line or "vs bf16" in line]

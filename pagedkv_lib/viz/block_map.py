@@ -101,7 +101,9 @@ def pool_frames(num_blocks: int, ops) -> list[Frame]:
     """Replay ops on a fresh `BlockPool`: ("allocate", name, n) gives `name` n blocks, ("free", name)
     frees its table. Owner keys are names in order of first appearance; free blocks are labelled with
     their place in the free queue (q0 is allocated next)."""
-    pool, tables, keys = BlockPool(num_blocks), {}, {}
+    pool = BlockPool(num_blocks)
+    tables = {}
+    keys = {}
     frames = [_frame(pool, tables, keys, f"{num_blocks} blocks, all free")]
     for op in ops:
         kind, name = op[0], op[1]
@@ -142,7 +144,8 @@ class BlockMapStepper:
     def __init__(self, frames: list[Frame], figsize=(8, 1.3), dpi=80):
         import ipywidgets as widgets
 
-        self.frames, self.index = frames, 0
+        self.frames = frames
+        self.index = 0
         self.fig = Figure(figsize=figsize, dpi=dpi)
         self.ax = self.fig.add_axes((0.01, 0.02, 0.98, 0.96))
         self.step_button = widgets.Button(description="step", icon="step-forward")

@@ -1,7 +1,7 @@
 """The pictures and tables of notebook 13 (FP8 KV cache): e4m3's grid, the accuracy study, the H200 speed.
 
-The speed table reads a JSON that a GPU run writes into benchmarks/results/ (default name FP8_RESULT).
-Its schema (every time a median per call, every byte count per call):
+The speed table takes the fp8-vs-bf16 figures of one decode run in this schema (every time a median per
+call, every byte count per call):
 
     {
       "device":   "NVIDIA H200",                    # free text, printed as is
@@ -13,27 +13,18 @@ Its schema (every time a median per call, every byte count per call):
       ]
     }
 
-`from_decode_results` builds this from benchmarks/bench_decode.py's own JSON (shapes[i].methods[name] =
+`from_decode_results` builds it from benchmarks/bench_decode.py's own JSON (shapes[i].methods[name] =
 {"us", ...}, shapes[i].bytes and .bytes_fp8, .max_len for a ragged batch's longest context) given the names
-of the bf16 and fp8 methods; from the repository root, after a GPU run,
-
-    python -m pagedkv_lib.viz.fp8_plots benchmarks/results/bench_decode.json triton_v3 fp8_v3
-
-writes benchmarks/results/decode_fp8_h200.json and prints the table.
+of the bf16 and fp8 methods, e.g. from_decode_results(results.stored("bench_decode.json"), "triton_v3",
+"fp8_v3").
 Shapes: docs/conventions.md.
 """
 from __future__ import annotations
-
-import argparse
-import json
-from pathlib import Path
 
 from matplotlib.figure import Figure
 
 from pagedkv_lib.studies.fp8_attention_error import CACHES
 
-RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
-FP8_RESULT = "decode_fp8_h200.json"
 COLORS = dict(zip(CACHES, ("tab:blue", "tab:orange", "tab:red"), strict=True))
 
 
@@ -99,14 +90,9 @@ def margin_figure(agreement, ax=None) -> Figure:
     return ax.figure
 
 
-def load_fp8_speed(folder: Path | str = RESULTS, name: str = FP8_RESULT) -> dict | None:
-    """The stored fp8-vs-bf16 decode figures, or None when no GPU run has stored them yet."""
-    path = Path(folder) / name
-    return json.loads(path.read_text()) if path.exists() else None
-
-
 def from_decode_results(result: dict, bf16: str, fp8: str) -> dict:
-    """FP8_RESULT's schema from bench_decode.py's JSON, taking methods `bf16` and `fp8` of each shape."""
+    """The speed table's schema from bench_decode.py's JSON, taking methods `bf16` and `fp8` of each shape
+    (the shapes that timed both)."""
     shapes = []
     for r in result["shapes"]:
         methods = r["methods"]
@@ -123,8 +109,9 @@ def from_decode_results(result: dict, bf16: str, fp8: str) -> dict:
 def speed_table(result: dict | None) -> str:
     """Per shape: bf16 and fp8 decode time, the speedup, and each as a fraction of the copy bandwidth."""
     if result is None or not result.get("shapes"):
-        return (f"No GPU figures for the fp8 cache are stored yet (benchmarks/results/{FP8_RESULT}). On a "
-                "CUDA machine, run benchmarks/bench_decode.py with its fp8 rows and store them there.")
+        return ("No GPU figures for the fp8 cache are stored yet (fp8 rows of benchmarks/results/"
+                "bench_decode.json). On a CUDA machine, run benchmarks/bench_decode.py and store its JSON "
+                "there.")
     copy = result["copy_gbs"]
     lines = [f"{result['device']}: copy {copy:.0f} GB/s (read + write) = 100%",
              f"{'shape, block':>17} {'bf16 us':>9} {'fp8 us':>9} {'speedup':>8} {'bf16 %copy':>10} "
@@ -139,22 +126,3 @@ def speed_table(result: dict | None) -> str:
                      f"{r['fp8']['us']:9.1f} {r['bf16']['us'] / r['fp8']['us']:7.2f}x {cells[0]:>10} "
                      f"{cells[1]:>10}")
     return "\n".join(lines)
-
-
-def write_fp8_speed(bench: Path | str, bf16: str, fp8: str, folder: Path | str = RESULTS) -> Path:
-    """FP8_RESULT in `folder`, from a bench_decode.py JSON and its bf16 and fp8 method names."""
-    result = from_decode_results(json.loads(Path(bench).read_text()), bf16, fp8)
-    if not result["shapes"]:
-        raise ValueError(f"{bench}: no shape has both methods {bf16!r} and {fp8!r} timed")
-    path = Path(folder) / FP8_RESULT
-    path.write_text(json.dumps(result, indent=1) + "\n")
-    return path
-
-
-if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=write_fp8_speed.__doc__)
-    parser.add_argument("bench", help="the JSON bench_decode.py wrote")
-    parser.add_argument("bf16", help="its method name for the bf16 cache")
-    parser.add_argument("fp8", help="its method name for the fp8 cache")
-    args = parser.parse_args()
-    print(speed_table(json.loads(write_fp8_speed(args.bench, args.bf16, args.fp8).read_text())))

@@ -33,7 +33,8 @@ def window_frames(block_size: int, window: int, lengths) -> list[tuple[int, list
 
 def draw_group_tables(ax, frames, block_size: int, window: int) -> list[tuple]:
     """One row of squares per (frame, group): entry i of the table at x = i. Returns the colours drawn."""
-    colors, y = [], 0
+    colors = []
+    y = 0
     width = max(len(t) for _, tables, _ in frames for t in tables)
     for n, tables, null in frames:
         for g, table in enumerate(tables):

@@ -86,7 +86,9 @@ class UtilizationExplorer:
                  figsize=(9, 2.8), dpi=80):
         import ipywidgets as widgets
 
-        self.max_len, self.seed, self._syncing = max_len, seed, False
+        self.max_len = max_len
+        self.seed = seed
+        self._syncing = False
         self.block_size = widgets.IntSlider(value=block_size, min=1, max=256, description="block size",
                                             continuous_update=False)
         self.requests = widgets.IntSlider(value=num_requests, min=10, max=1000, step=10,

@@ -13,7 +13,9 @@ def layout(tree) -> tuple[dict, list]:
     """({node path: (x, height)}, edges [(child path, parent path)]): leaves at height 0 in the order they
     appear in the tree, each merge above its two children at the mean of their x. A path is a tuple of 0/1
     steps from the root; the root is ()."""
-    where, edges, leaves = {}, [], [0]
+    where = {}
+    edges = []
+    leaves = [0]
 
     def place(node, path):
         if isinstance(node, int):

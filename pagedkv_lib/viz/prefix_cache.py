@@ -62,7 +62,9 @@ def token_range(token_ids: list[int]) -> str:
 
 def manager_frames(num_blocks: int, block_size: int, ops) -> list[TablesFrame]:
     """Replay a script on a fresh BlockManager; one frame before it and one after each op."""
-    manager, seqs, keys = BlockManager(num_blocks, block_size), {}, {}
+    manager = BlockManager(num_blocks, block_size)
+    seqs = {}
+    keys = {}
     frames = [_frame(manager, seqs, keys, f"{num_blocks} blocks of {block_size} tokens, all free", "start")]
     for op in ops:
         kind, name = op[0], op[1]
@@ -164,11 +166,6 @@ def draw_tables_figure(fig: Figure, frame: TablesFrame, title: str | None = None
     draw_tables(tables_ax, pool_ax, frame)
     tables_ax.set_title(title or frame.description, fontsize=9, loc="left")
     return fig
-
-
-def tables_figure(frame: TablesFrame, title: str | None = None, figsize=(8, 2.8), dpi=80) -> Figure:
-    """`draw_tables_figure` on a new figure that no pyplot window shows (for widgets and tests)."""
-    return draw_tables_figure(Figure(figsize=figsize, dpi=dpi), frame, title)
 
 
 class TablesStepper(BlockMapStepper):

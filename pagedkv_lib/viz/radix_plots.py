@@ -72,12 +72,17 @@ def radix_frames(ops, num_blocks: int = 16, block_size: int = 1) -> list[RadixFr
     """Replay `ops` on RadixCache(BlockPool(num_blocks), block_size); a frame after each op (module
     docstring), the first one empty."""
     pool = BlockPool(num_blocks)
-    cache, ids, names, keep = RadixCache(pool, block_size), {}, {}, []
+    cache = RadixCache(pool, block_size)
+    ids = {}
+    names = {}
+    keep = []
     frames = [RadixFrame("RadixCache(pool, block_size)", (), {}, None, pool.num_free())]
     for op in ops:
         before = _views(cache, ids)
         old = {v.node_id for v in before}
-        kind, marks, ret = op[0], {}, None
+        kind = op[0]
+        marks = {}
+        ret = None
         if kind == "insert":
             blocks = pool.allocate(len(op[1]) // block_size)
             ret = cache.insert(list(op[1]), blocks)
@@ -117,7 +122,8 @@ def _layout(nodes) -> dict[int, tuple[float, int]]:
     children: dict[int, list[int]] = {}
     for v in nodes:
         children.setdefault(v.parent_id, []).append(v.node_id)
-    pos, next_x = {}, [0.0]
+    pos = {}
+    next_x = [0.0]
 
     def place(i: int, depth: int) -> float:
         kids = children.get(i, [])

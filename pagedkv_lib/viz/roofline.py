@@ -4,28 +4,19 @@ A decode step and a cache write are bound by memory bandwidth, so each method at
 (bytes moved, time) against the line time = bytes / copy bandwidth, the copy measured in the same run
 (`plot_roofline`). Prefill is bound by arithmetic; `plot_attention_roofline` puts both on the classic
 roofline: FLOP/s against FLOPs per byte, under min(matmul peak, intensity x copy bandwidth).
-Reads what the scripts in benchmarks/ write (by default the stored results in benchmarks/results/):
-`decode_h200.json` (the first decode benchmark: v1, v2 and older baselines), `bench_decode.json` and
-`bench_prefill.json` (the kernels of notebooks 11 and 12 against every SDPA backend),
-`store_kvcache_h200.json`.
+Draws what the scripts in benchmarks/ write, as `pagedkv_lib.studies.results` loads it: `decode_h200.json`
+(the first decode benchmark: v1, v2 and older baselines), `bench_decode.json` and `bench_prefill.json` (the
+kernels of notebooks 11 and 12 against every SDPA backend), `store_kvcache_h200.json`.
 Every figure is reported as a fraction of an anchor measured in the same run. The legend takes the corner
 that hides no point, and the shape labels are placed where they overlap no other text (`labels`).
 Shapes: docs/conventions.md.
 """
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import tempfile
-from pathlib import Path
-
 from matplotlib.figure import Figure
 
 from .labels import OFFSETS, merge_close, place_labels
 
-RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
 MODEL = {"H": 32, "H_kv": 8, "D": 128}  # the benchmarks' model shape, for results that do not record it
 DECODE_METHODS = {                      # name in the JSON -> label, marker, table column
     "triton_v1": ("Triton v1 (no split)", "s", "Triton v1"),
@@ -52,27 +43,6 @@ PREFILL_METHODS = {
 }
 STORE_METHODS = {"triton": ("Triton store_kvcache", "o", "Triton"),
                  "torch_index_put": ("PyTorch index_put", "^", "PyTorch index")}
-
-
-def load_results(name: str, folder: Path | str = RESULTS) -> dict:
-    """A benchmark's JSON, e.g. load_results("decode_h200.json")."""
-    return json.loads((Path(folder) / name).read_text())
-
-
-def stored(name: str, folder: Path | str = RESULTS) -> dict | None:
-    """The stored JSON `name`, or None when that benchmark has not been run and committed yet."""
-    path = Path(folder) / name
-    return json.loads(path.read_text()) if path.exists() else None
-
-
-def run_live(script: str, result_name: str, *args: str) -> dict:
-    """Run benchmarks/<script> on this machine's GPU (minutes) and load the JSON it writes."""
-    root = RESULTS.parents[1]
-    out = tempfile.mkdtemp(prefix="pagedkv_bench_")
-    env = dict(os.environ, PYTHONPATH=str(root))
-    command = [sys.executable, str(root / "benchmarks" / script), "--out", out, *args]
-    subprocess.run(command, cwd=root, env=env, check=True)
-    return load_results(result_name, out)
 
 
 def _shape(r: dict) -> str:

@@ -6,8 +6,8 @@
     ServingExplorer()                            "workload", "KV dtype", "KV budget (GiB)", "block size"
     draw_throughput_sweep(ax, requests, budgets_k)   tokens per step against the budget, per policy
     draw_latency_curves(ax, rates, curves)       normalized latency against the request rate (Fig. 12's shape)
-Every number comes from `pagedkv_lib.studies.serving_sim` and `pagedkv_lib.studies.serving_measures`; this
-module only draws. Colours: `viz.policy_plots.POLICY_COLORS`.
+Every number comes from `pagedkv_lib.studies.serving.simulation` and `pagedkv_lib.studies.serving.measures`;
+this module only draws. Colours: `viz.policy_plots.POLICY_COLORS`.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from matplotlib.lines import Line2D
 
 from pagedkv_lib.studies.memory import MODELS, GiB, KiB
 from pagedkv_lib.studies.policies import LABELS, POLICY_KEYS
-from pagedkv_lib.studies.serving_sim import simulate_serving
+from pagedkv_lib.studies.serving.simulation import simulate_serving
 from pagedkv_lib.studies.workload import MAX_LEN, WORKLOADS, make_trace
 from pagedkv_lib.viz.block_map import bench_cycle, figure_png, picture_widget
 from pagedkv_lib.viz.policy_plots import KV_DTYPES, POLICY_COLORS

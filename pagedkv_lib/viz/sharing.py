@@ -1,7 +1,7 @@
 """Pictures of fork and copy-on-write (notebook 08): a BlockPool script replayed frame by frame.
 
     cow_frames(num_blocks, block_size, ops)   the script on a BlockPool and a small kv_cache, as TablesFrames
-Draw a frame with `prefix_cache.tables_figure`, step through them with `prefix_cache.TablesStepper`.
+Draw a frame with `prefix_cache.draw_tables_figure`, step through them with `prefix_cache.TablesStepper`.
 A script is a list of ops: ("allocate", name, num_tokens) a prompt's blocks; ("fork", parent, child) a child
 sharing the parent's table; ("append", name) make room for one more token with `append_slot` (a new block,
 a copy-on-write, or neither); ("free", name) drop the table's references. Logical blocks are labelled with
@@ -20,7 +20,9 @@ def cow_frames(num_blocks: int, block_size: int, ops) -> list[TablesFrame]:
     """Replay a fork / copy-on-write script; one frame before it and one after each op."""
     pool = BlockPool(num_blocks)
     kv_cache = allocate_kv_cache(1, num_blocks, block_size, 1, 1, fill=0.0)   # [2, 1, N, S, 1, 1]
-    tables, lens, keys = {}, {}, {}
+    tables = {}
+    lens = {}
+    keys = {}
     start = f"{num_blocks} free blocks of {block_size} tokens"
     frames = [_frame(pool, tables, lens, keys, block_size, start, "start")]
     for op in ops:

@@ -107,7 +107,9 @@ def draw_cache_rows(ax, block_owner, state, block_size: int, width: int | None =
 
 def format_slots(slots) -> str:
     """[28, 29, 30, 31, 8, 9] -> '[28..31, 8, 9]': runs of 3 or more consecutive slots shortened."""
-    parts, i, slots = [], 0, list(slots)
+    slots = list(slots)
+    parts = []
+    i = 0
     while i < len(slots):
         j = i
         while j + 1 < len(slots) and slots[j + 1] == slots[j] + 1:

@@ -1,16 +1,16 @@
-"""pagedkv_lib.studies.serving_measures: Fig. 2's breakdown of a run adds up to what the run's series hold;
+"""pagedkv_lib.studies.serving.measures: Fig. 2's breakdown of a run adds up to what the run's series hold;
 latency is one step per token when nobody waits and explodes past what a policy sustains."""
 import numpy as np
 import pytest
 
 from pagedkv_lib.studies.policies import make_policy
-from pagedkv_lib.studies.serving_measures import (
+from pagedkv_lib.studies.serving.measures import (
     latency_curves,
     normalized_latency,
     serving_breakdown,
     sustained_rate,
 )
-from pagedkv_lib.studies.serving_sim import SERVING_POLICIES, simulate_serving
+from pagedkv_lib.studies.serving.simulation import SERVING_POLICIES, simulate_serving
 from pagedkv_lib.studies.waste import lifetime_waste
 from pagedkv_lib.studies.workload import make_trace, request_arrays
 

@@ -16,9 +16,10 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from pagedkv_lib.studies import results
 from pagedkv_lib.studies import swap_or_recompute as sr
 from pagedkv_lib.studies.memory import ModelShape
-from pagedkv_lib.studies.serving_sim import simulate_serving
+from pagedkv_lib.studies.serving.simulation import simulate_serving
 from pagedkv_lib.studies.workload import arrival_steps, make_workload
 
 
@@ -99,12 +100,12 @@ def test_the_stored_results_give_the_h200_numbers(tmp_path):
     model = sr.load_cost_model()
     assert 40 < model.link.d2h_gbs < sr.PCIE5_X16_GBS and 40 < model.link.h2d_gbs < sr.PCIE5_X16_GBS
     assert 0 < model.link.d2h_overhead_s < 1e-5 and model.attention_tflops < model.matmul_tflops
-    shutil.copy(sr.RESULTS / sr.PREFILL_RESULT, tmp_path / sr.PREFILL_RESULT)   # no preemption run there
+    shutil.copy(results.RESULTS / sr.PREFILL_RESULT, tmp_path / sr.PREFILL_RESULT)   # no preemption run there
     nominal = sr.load_cost_model(tmp_path)
     assert nominal.link.d2h_gbs == sr.PCIE5_X16_GBS and "nominal" in nominal.source
     with pytest.raises(ValueError, match="link: expected 'measured' or 'nominal'"):
         sr.load_cost_model(link="fast")
-    prefill = json.loads((sr.RESULTS / sr.PREFILL_RESULT).read_text())
+    prefill = json.loads((results.RESULTS / sr.PREFILL_RESULT).read_text())
     assert model.matmul_tflops == prefill["matmul_tflops"]
 
 

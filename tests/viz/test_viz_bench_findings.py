@@ -6,13 +6,14 @@ import copy
 
 import pytest
 
+from pagedkv_lib.studies import results
 from pagedkv_lib.viz import bench_findings as bf
 from pagedkv_lib.viz import fp8_plots, roofline
 
 
 @pytest.fixture(scope="module")
 def decode():
-    return roofline.load_results("bench_decode.json")
+    return results.load("bench_decode.json")
 
 
 def test_versus_names_the_faster_and_calls_3_percent_a_tie():
@@ -41,23 +42,23 @@ def test_decode_findings_turn_a_win_into_a_loss_when_the_figures_do(decode):
 
 
 def test_the_first_run_is_quoted_only_when_given(decode):
-    first = roofline.load_results("first_run/bench_decode.json")
+    first = results.load("first_run/bench_decode.json")
     assert "in the first run" in bf.decode_findings(decode, first)
     assert "in the first run" not in bf.decode_findings(decode)
 
 
 def test_prefill_fp8_and_store_findings_quote_their_results():
-    prefill = roofline.load_results("bench_prefill.json")
+    prefill = results.load("bench_prefill.json")
     cold = next(r for r in prefill["shapes"] if r["shape"] == "cold8x2048")
     assert f"the kernel {cold['methods']['triton']['tflops']:.0f} TFLOP/s" in bf.prefill_findings(prefill)
-    speed = fp8_plots.load_fp8_speed()
+    speed = fp8_plots.from_decode_results(results.load("bench_decode.json"), "triton_v3", "fp8_v3")
     best = max(r["bf16"]["us"] / r["fp8"]["us"] for r in speed["shapes"])
     assert f"{best:.2f}x" in bf.fp8_speed_findings(speed) and bf.fp8_speed_findings(None) == ""
-    store = roofline.load_results("store_kvcache_h200.json")
+    store = results.load("store_kvcache_h200.json")
     assert "90% of copy at 32,768 tokens" in bf.store_findings(store)
 
 
 def test_target_verdicts_are_the_benchmarks_own_lines(tmp_path):
-    verdicts = bf.target_verdicts("bench_decode.txt")
+    verdicts = bf.target_verdicts(results.stored_text("bench_decode.txt"))
     assert any(line.split()[0] == "ragged8" and line.endswith("missed") for line in verdicts.splitlines())
-    assert bf.target_verdicts("bench_decode.txt", tmp_path) == ""
+    assert bf.target_verdicts(results.stored_text("bench_decode.txt", tmp_path)) == ""

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
+from pagedkv_lib.studies import results
 from pagedkv_lib.studies.swap_or_recompute import PREFILL_SHAPES, load_cost_model
 from pagedkv_lib.viz import labels, roofline
 from pagedkv_lib.viz.program_map import plot_program_map
@@ -37,12 +38,12 @@ def draw_program_map(ax):
 
 
 def draw_decode_earlier(ax):
-    earlier = roofline.load_results("decode_h200.json")
+    earlier = results.load("decode_h200.json")
     roofline.plot_roofline(roofline.decode_points(earlier), earlier["copy_gbs"], ax=ax)
 
 
 def draw_decode_final(ax):
-    final = roofline.load_results("bench_decode.json")
+    final = results.load("bench_decode.json")
     roofline.plot_roofline(roofline.decode_points(final, DECODE_COLUMNS), final["copy_gbs"], ax=ax)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from matplotlib.figure import Figure
 
+from pagedkv_lib.studies import results
 from pagedkv_lib.viz import labels, roofline
 
 DECODE_COLUMNS = ["triton_v1", "triton_v2", "triton_v3", "sdpa_default", "sdpa_flash", "sdpa_cudnn",
@@ -45,22 +46,22 @@ def test_anchors_a_few_pixels_apart_share_one_label():
 
 
 def _decode_final(ax):
-    final = roofline.load_results("bench_decode.json")
+    final = results.load("bench_decode.json")
     roofline.plot_roofline(roofline.decode_points(final, DECODE_COLUMNS), final["copy_gbs"], ax=ax)
 
 
 def _decode_earlier(ax):
-    earlier = roofline.load_results("decode_h200.json")
+    earlier = results.load("decode_h200.json")
     roofline.plot_roofline(roofline.decode_points(earlier), earlier["copy_gbs"], ax=ax)
 
 
 def _store(ax):
-    store = roofline.load_results("store_kvcache_h200.json")
+    store = results.load("store_kvcache_h200.json")
     roofline.plot_roofline(roofline.store_points(store), store["copy_gbs"], roofline.STORE_METHODS, ax=ax)
 
 
 def _attention(ax):
-    decode, prefill = roofline.load_results("bench_decode.json"), roofline.load_results("bench_prefill.json")
+    decode, prefill = results.load("bench_decode.json"), results.load("bench_prefill.json")
     roofline.plot_attention_roofline(roofline.attention_points(decode, prefill), prefill["copy_gbs"],
                                      prefill["matmul_tflops"], ax=ax)
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 import pytest
 from matplotlib.figure import Figure
 
+from pagedkv_lib.studies import results
 from pagedkv_lib.studies import swap_or_recompute as sr
 from pagedkv_lib.viz.preemption_plots import draw_swap_or_recompute, plot_host_link
 
 
 def test_the_host_link_plot_shows_the_stored_copies_and_the_fit():
-    _, preemption = sr.load_results()
+    preemption = results.load(sr.PREEMPTION_RESULT)
     model = sr.load_cost_model()
     ax = Figure().add_subplot()
     plot_host_link(ax, preemption, model.link)
@@ -22,7 +23,7 @@ def test_the_host_link_plot_shows_the_stored_copies_and_the_fit():
 def test_the_crossover_figure_has_a_panel_per_model_with_the_models_costs():
     model = sr.load_cost_model()
     fig = Figure(figsize=(10, 3))
-    draw_swap_or_recompute(fig, model, sr.load_results()[1]["prefill"])
+    draw_swap_or_recompute(fig, model, results.load(sr.PREEMPTION_RESULT)["prefill"])
     assert len(fig.axes) == len(sr.PREFILL_SHAPES)
     shape = sr.PREFILL_SHAPES["Qwen3-0.6B"]
     recompute = fig.axes[0].lines[0]

@@ -17,9 +17,9 @@ from pagedkv_lib.viz.prefix_cache import (
     SYSTEM_PROMPT,
     TablesStepper,
     block_state,
+    draw_tables_figure,
     manager_frames,
     plot_block_lifecycle,
-    tables_figure,
 )
 
 
@@ -61,7 +61,7 @@ def test_frames_agree_with_a_manager_driven_by_hand(frames):
 
 
 def test_arrows_point_from_each_logical_block_to_its_physical_block(frames):
-    fig = tables_figure(frames[2])
+    fig = draw_tables_figure(Figure(figsize=(8, 2.8), dpi=80), frames[2])
     pool_ax, tables_ax = fig.axes
     arrows = [a for a in tables_ax.patches if isinstance(a, ConnectionPatch)]
     assert len(arrows) == sum(len(t) for t in frames[2].tables.values())

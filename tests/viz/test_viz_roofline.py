@@ -5,23 +5,24 @@ import math
 
 import pytest
 
+from pagedkv_lib.studies import results
 from pagedkv_lib.viz import roofline
 
 
 @pytest.fixture(scope="module")
 def decode():
-    return roofline.load_results("decode_h200.json")
+    return results.load("decode_h200.json")
 
 
 @pytest.fixture(scope="module")
 def store():
-    return roofline.load_results("store_kvcache_h200.json")
+    return results.load("store_kvcache_h200.json")
 
 
 @pytest.fixture(scope="module")
 def first_run():
     """The first run of the v3 / prefill benchmarks (its copy anchor was wrong; its times are sound)."""
-    return tuple(roofline.load_results(f"first_run/bench_{kind}.json") for kind in ("decode", "prefill"))
+    return tuple(results.load(f"first_run/bench_{kind}.json") for kind in ("decode", "prefill"))
 
 
 def test_decode_table_gives_each_method_as_a_fraction_of_the_same_runs_copy(decode):

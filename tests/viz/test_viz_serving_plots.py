@@ -7,7 +7,7 @@ import pytest
 from matplotlib.figure import Figure
 
 from pagedkv_lib.studies.policies import POLICY_KEYS
-from pagedkv_lib.studies.serving_sim import simulate_serving
+from pagedkv_lib.studies.serving.simulation import simulate_serving
 from pagedkv_lib.studies.workload import make_trace, make_workload
 from pagedkv_lib.viz import serving_plots as sp
 

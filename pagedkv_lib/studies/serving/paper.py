@@ -1,23 +1,34 @@
-"""The PagedAttention paper's numbers the course puts beside its own, each with where it is printed.
+"""The PagedAttention paper's numbers beside the course's: each cell, where it is printed, how close the
+course comes and why; and the static study of every workload (notebook 1).
 
-Exports: `Cell`, `CELLS`, `OPT13B_SLOTS`, `PAPER_SETUP`, `figure_2`.
+Exports: `Cell`, `CELLS`, `OPT13B_SLOTS`, `PAPER_SETUP`, `figure_2`, `course_values`, `build_table`,
+`to_markdown`, `static_table`.
 Source: Kwon et al., "Efficient Memory Management for Large Language Model Serving with PagedAttention",
 SOSP 2023, arXiv:2309.06180v1; page numbers are that PDF's. Fig. 2's and Fig. 13's values are the labels
 printed on the bars. Fig. 2's caption names only "the experiment in §6.2"; that it is ShareGPT on OPT-13B is
 inferred: Orca (Max)'s 8.9% external is the 15,728 - 7 x 2,048 slots that no 2,048-slot chunk can use, and
 Alpaca's short requests could not put 20.4% of the memory in token states under Orca (Max).
 
-`tolerance` is how close the course claims to come (absolute, in the cell's unit; a "range" cell's course
-value must lie inside it); None marks a cell the course does NOT reproduce, and the reason says why.
-Percent cells are shares of all KV slots x steps (`serving_measures.serving_breakdown`); "batched" is Fig.
-13's average batch (`ServingResult.batched_requests`); "rate" is vLLM's sustainable rate over an Orca
-policy's (`ServingResult.saturated_rate`, both runs with every request queued at step 0).
+A cell's `tolerance` is how close the course claims to come (absolute, in the cell's unit; a "range" cell's
+course value must lie inside it); None marks a cell the course does NOT reproduce, and the reason says why.
+Percent cells are shares of all KV slots x steps (`measures.serving_breakdown`); "batched" is Fig. 13's
+average batch (`ServingResult.batched_requests`); "rate" is vLLM's sustainable rate over an Orca policy's
+(`ServingResult.saturated_rate`, both runs with every request queued at step 0).
+
+The course side (`course_values`) runs the paper's setup (PAPER_SETUP: OPT-13B on one A100-40GB, so 15,728 KV
+slots; max_len 2048; blocks of 16) on `num_requests` requests of each fitted trace, all queued at step 0:
+the memory-bound regime the paper's figures describe. 10,000 requests per workload take about a second.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from pagedkv_lib.studies.memory import MODELS, GiB
+from pagedkv_lib.studies.policies import LABELS, POLICY_KEYS, make_policy
+from pagedkv_lib.studies.serving.measures import serving_breakdown
+from pagedkv_lib.studies.serving.simulation import simulate_serving
+from pagedkv_lib.studies.waste import CATEGORIES, waste_shares
+from pagedkv_lib.studies.workload import MAX_LEN, WORKLOADS, make_trace
 
 # 12 GB of KV cache for OPT-13B on one A100-40GB (Table 1, p. 9) at 800 KiB per token: "15.7K" slots
 OPT13B_SLOTS = 12 * GiB // MODELS["OPT-13B"].bytes_per_token
@@ -113,4 +124,72 @@ def figure_2() -> dict[str, dict[str, float]]:
         if cell.key.startswith("share/"):
             _, _, policy, category = cell.key.split("/")
             out.setdefault(policy, {})[category] = cell.paper
+    return out
+
+
+def course_values(num_requests: int = 10_000, seed: int = 0) -> dict[str, float]:
+    """{cell key: the course's value} for every key of CELLS (percent cells in %)."""
+    out: dict[str, float] = {"slots/opt13b": float(OPT13B_SLOTS)}
+    for workload in ("sharegpt", "alpaca"):
+        requests = make_trace(workload, num_requests, seed)
+        runs = {k: simulate_serving(requests, k, **PAPER_SETUP) for k in POLICY_KEYS}
+        for key, result in runs.items():
+            out[f"batched/{workload}/{key}"] = result.batched_requests
+            shares = serving_breakdown(result, requests)
+            out.update({f"share/{workload}/{key}/{c}": 100 * shares[c] for c in CATEGORIES})
+        for key in ("orca_oracle", "orca_max"):
+            out[f"rate/{workload}/{key}"] = runs["paged"].saturated_rate / runs[key].saturated_rate
+    return out
+
+
+def _agrees(cell, value: float) -> bool | None:
+    if cell.tolerance is None:
+        return None
+    if isinstance(cell.paper, tuple):
+        return cell.paper[0] <= value <= cell.paper[1]
+    return abs(value - cell.paper) <= cell.tolerance
+
+
+def build_table(values: dict[str, float] | None = None) -> list[dict]:
+    """One row per paper cell: key, quantity, policy, paper, source, course, tolerance, agrees, reason."""
+    values = course_values() if values is None else values
+    rows = []
+    for cell in CELLS:
+        policy = next((LABELS[k] for k in POLICY_KEYS if f"/{k}" in cell.key), "-")
+        rows.append({"key": cell.key, "quantity": cell.quantity, "policy": policy, "paper": cell.paper,
+                     "source": cell.source, "course": values[cell.key], "tolerance": cell.tolerance,
+                     "agrees": _agrees(cell, values[cell.key]), "reason": cell.reason})
+    return rows
+
+
+def _fmt(x) -> str:
+    if isinstance(x, tuple):
+        return f"{x[0]:g}-{x[1]:g}x"
+    return f"{x:,.2f}" if abs(x) < 1000 else f"{x:,.0f}"
+
+
+def to_markdown(rows: list[dict]) -> str:
+    """A markdown table: quantity | policy | paper (source) | course | within | why."""
+    lines = ["| quantity | policy | paper | course | within | why |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        if r["tolerance"] is None:
+            within = "not reproduced"
+        elif isinstance(r["paper"], tuple):
+            within = "in range" if r["agrees"] else "OUT of range"
+        else:
+            within = f"±{r['tolerance']:g}" + ("" if r["agrees"] else " FAILS")
+        lines.append(f"| {r['quantity']} | {r['policy']} | {_fmt(r['paper'])} ({r['source']}) | "
+                     f"{_fmt(r['course'])} | {within} | {r['reason']} |")
+    return "\n".join(lines)
+
+
+def static_table(num_requests: int = 10_000, seed: int = 0, view: str = "lifetime",
+                 block_size: int = 16) -> dict[str, dict[str, dict[str, float]]]:
+    """{workload: {policy key: {category: share}}}: the static study, each workload at its own max_len."""
+    out = {}
+    for workload in WORKLOADS:
+        requests = make_trace(workload, num_requests, seed)
+        out[workload] = {k: waste_shares(requests, make_policy(k, max_len=MAX_LEN[workload],
+                                                               block_size=block_size), view)
+                         for k in POLICY_KEYS}
     return out

@@ -1,9 +1,15 @@
-"""The paper's cells the course reproduces, each within the tolerance stated in studies.paper_cells; the
+"""The paper's cells the course reproduces, each within the tolerance stated in studies.serving.paper; the
 cells it does not reproduce differ, for the reason given."""
 import pytest
 
-from pagedkv_lib.studies.paper_cells import CELLS, OPT13B_SLOTS
-from pagedkv_lib.studies.paper_table import build_table, course_values, static_table, to_markdown
+from pagedkv_lib.studies.serving.paper import (
+    CELLS,
+    OPT13B_SLOTS,
+    build_table,
+    course_values,
+    static_table,
+    to_markdown,
+)
 
 REPRODUCED = [c for c in CELLS if c.tolerance is not None]
 NOT_REPRODUCED = [c for c in CELLS if c.tolerance is None]

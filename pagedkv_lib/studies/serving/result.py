@@ -32,7 +32,7 @@ class ServingResult:
     finish_step: np.ndarray       # [R] step of the last token
     num_preemptions: int
     recomputed_tokens: int        # tokens whose KV was dropped by a preemption and computed again
-    preemption: str = "recompute"  # or "swap" (serving_sim.PREEMPTION_MODES)
+    preemption: str = "recompute"  # or "swap" (simulation.PREEMPTION_MODES)
     swapped_tokens: int = 0       # tokens whose KV went to host memory and came back
     preempted_lengths: np.ndarray = field(                     # [preemptions] tokens held when preempted
         default_factory=lambda: np.zeros(0, dtype=np.int64))
@@ -58,11 +58,6 @@ class ServingResult:
     def mean_utilization(self) -> float:
         """Used tokens / allocated slots, summed over all steps (1 - this is the waste)."""
         return float(self.used_tokens.sum() / max(int(self.allocated_tokens.sum()), 1))
-
-    @property
-    def mean_budget_utilization(self) -> float:
-        """Used tokens / budget, averaged over steps."""
-        return float(self.used_tokens.mean() / self.budget_tokens)
 
     @property
     def batched_requests(self) -> float:

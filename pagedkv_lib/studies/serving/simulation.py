@@ -17,7 +17,7 @@ waiting requests FIFO while memory allows. Policies (`policies.POLICY_KEYS`):
                  Both record each preempted length (`ServingResult.preempted_lengths`), so that
                  `swap_or_recompute.preemption_seconds` can price the run either way.
   "orca_max", "orca_pow2", "orca_oracle": one buddy-allocated chunk per request, sized at admission
-                 (`reserving_sim.simulate_reserving`): the pre-vLLM systems of the PagedAttention paper.
+                 (`reservation.simulate_reserving`): the pre-vLLM systems of the PagedAttention paper.
                  With max_len a power of two, "orca_max" is the plain reservation of budget // max_len slots.
 
 Per step the paged loop does O(1) work plus O(log R) per admission, finish or preemption: a running request's
@@ -34,8 +34,8 @@ import numpy as np
 
 from pagedkv_lib.core.validation import check_positive_int
 from pagedkv_lib.studies.policies import POLICY_KEYS, make_policy
-from pagedkv_lib.studies.reserving_sim import simulate_reserving
-from pagedkv_lib.studies.serving_result import ServingResult
+from pagedkv_lib.studies.serving.reservation import simulate_reserving
+from pagedkv_lib.studies.serving.result import ServingResult
 from pagedkv_lib.studies.workload import arrival_steps
 
 SERVING_POLICIES = POLICY_KEYS
@@ -47,7 +47,8 @@ class _Scheduler:
     L0 + (t - t0) tokens at the start of step t, and ceil(that / block_size) blocks."""
 
     def __init__(self, prompt: list[int], total: list[int], block_size: int, num_blocks: int):
-        self.unit, self.free = block_size, num_blocks
+        self.unit = block_size
+        self.free = num_blocks              # free blocks
         self.num_tokens = prompt            # [R] tokens at the latest admission: prompt + generated so far
         self.total = total                  # [R] prompt + output
         self.start = [-1] * len(total)      # [R] step of the latest admission
@@ -55,7 +56,11 @@ class _Scheduler:
         self.order: list[int] = []          # admission order; finished ids are skipped lazily
         self.phase_count = [0] * block_size  # running requests per phase (L0 - t0) % block_size
         self.leaving: list[tuple[int, int, int]] = []  # heap of (finish step, id, admission step)
-        self.num_running = self.used = self.num_preemptions = self.recomputed = self.swapped = 0
+        self.num_running = 0
+        self.used = 0                       # tokens held by the running requests
+        self.num_preemptions = 0
+        self.recomputed = 0                 # tokens dropped by a preemption, to be computed again
+        self.swapped = 0                    # tokens sent to host memory by a preemption
         self.preempted_lengths: list[int] = []
 
     def length(self, rid: int, t: int) -> int:
@@ -70,7 +75,8 @@ class _Scheduler:
 
     def admit(self, rid: int, t: int) -> None:
         self.free -= self.admission_cost(rid)
-        self.start[rid], self.running[rid] = t, True
+        self.start[rid] = t
+        self.running[rid] = True
         self.order.append(rid)
         self.phase_count[(self.num_tokens[rid] - t) % self.unit] += 1
         heapq.heappush(self.leaving, (t + self.total[rid] - self.num_tokens[rid] - 1, rid, t))
@@ -144,14 +150,18 @@ def simulate_serving(requests, policy: str = "paged", *, budget_tokens: int, blo
         raise ValueError(f"budget_tokens: expected room for the longest request ({longest} tokens in blocks "
                          f"of {block_size}), got {budget_tokens}")
     arrival = arrival_steps(n, arrival_rate, seed)            # [R], sorted
-    arrivals, max_seqs = arrival.tolist(), max_num_seqs or n
+    arrivals = arrival.tolist()
+    max_seqs = max_num_seqs or n
 
     sched = _Scheduler(prompt, total, block_size, num_blocks)
-    admit, finish = np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)
+    admit = np.full(n, -1, dtype=np.int64)                    # [R] first admission
+    finish = np.full(n, -1, dtype=np.int64)                   # [R] step of the last token
     waiting: deque[int] = deque()
     swapped: deque[int] = deque()                              # preempted by swap, K/V in host memory
     series: dict[str, list[int]] = {"running": [], "waiting": [], "used": [], "allocated": []}
-    next_arrival = done = t = 0
+    next_arrival = 0                                           # index of the next request to arrive
+    done = 0
+    t = 0
     while done < n:
         if sched.num_running == 0 and not waiting and not swapped and arrivals[next_arrival] > t:  # idle
             for key in series:
@@ -160,7 +170,9 @@ def simulate_serving(requests, policy: str = "paged", *, budget_tokens: int, blo
         while next_arrival < n and arrivals[next_arrival] <= t:
             waiting.append(next_arrival)
             next_arrival += 1
-        demand, preempted, had_swapped = sched.demand(t), False, bool(swapped)
+        demand = sched.demand(t)
+        preempted = False
+        had_swapped = bool(swapped)
         while demand > sched.free:  # the running cannot all grow: preempt the newest
             rid, was_due = sched.preempt_newest(t, swap=preemption == "swap")
             if preemption == "swap":

@@ -1,5 +1,5 @@
-"""pagedkv_lib.studies.reserving_sim: the event-driven Orca simulation equals a step-by-step loop over a buddy
-allocator, for the three policies, with and without arrivals."""
+"""pagedkv_lib.studies.serving.reservation: the event-driven Orca simulation equals a step-by-step loop over a
+buddy allocator, for the three policies, with and without arrivals."""
 from collections import deque
 
 import numpy as np
@@ -7,7 +7,7 @@ import pytest
 
 from pagedkv_lib.studies.buddy_allocator import BuddyAllocator
 from pagedkv_lib.studies.policies import Paged, Reserve
-from pagedkv_lib.studies.reserving_sim import simulate_reserving
+from pagedkv_lib.studies.serving.reservation import simulate_reserving
 from pagedkv_lib.studies.workload import arrival_steps, make_workload
 
 

@@ -2,7 +2,7 @@
 
 Exports: `simulate_reserving`. Arrays are [steps] or [R] (R requests; docs/conventions.md).
 
-The model of `serving_sim.simulate_serving` (continuous batching, one token per running request per step,
+The model of `simulation.simulate_serving` (continuous batching, one token per running request per step,
 FIFO admission; a request admitted at step t is prefilled and gains its first token at t; the memory of a
 request that finishes at step t is free at t + 1), with the chunk of a `Reserve` policy instead of blocks.
 A chunk never grows, so nothing happens between an admission and the next finish or arrival: the loop visits
@@ -21,7 +21,7 @@ import numpy as np
 from pagedkv_lib.core.validation import check_positive_int
 from pagedkv_lib.studies.buddy_allocator import BuddyAllocator
 from pagedkv_lib.studies.policies import Reserve
-from pagedkv_lib.studies.serving_result import ServingResult
+from pagedkv_lib.studies.serving.result import ServingResult
 from pagedkv_lib.studies.workload import arrival_steps, request_arrays
 
 
@@ -51,10 +51,14 @@ def simulate_reserving(requests, policy: Reserve, *, budget_tokens: int, arrival
     arrivals = arrival_steps(n, arrival_rate, seed)                            # [R], sorted
     arr, sizes, outs = arrivals.tolist(), chunk.tolist(), output.tolist()
     max_seqs = max_num_seqs or n
-    admit, offset = [-1] * n, [0] * n
+    admit = [-1] * n                          # [R] step of admission
+    offset = [0] * n                          # [R] where its chunk starts
     leaving: list[tuple[int, int]] = []       # heap of (step its memory is free again, id)
     waiting: deque[int] = deque()
-    next_arrival = done = running = t = 0
+    next_arrival = 0                          # index of the next request to arrive
+    done = 0
+    running = 0
+    t = 0
     while done < n:
         while leaving and leaving[0][0] <= t:
             _, rid = heapq.heappop(leaving)
@@ -69,7 +73,8 @@ def simulate_reserving(requests, policy: Reserve, *, budget_tokens: int, arrival
             if got is None:
                 break
             rid = waiting.popleft()
-            admit[rid], offset[rid] = t, got
+            admit[rid] = t
+            offset[rid] = got
             heapq.heappush(leaving, (t + outs[rid], rid))
             running += 1
         events = [leaving[0][0]] if leaving else []

@@ -1,12 +1,12 @@
-"""pagedkv_lib.studies.serving_sim: step for step equal to a naive per-request loop; the waste claim; fp8
-doubles what a budget in bytes holds."""
+"""pagedkv_lib.studies.serving.simulation: step for step equal to a naive per-request loop; the waste claim;
+fp8 doubles what a budget in bytes holds."""
 from collections import deque
 
 import numpy as np
 import pytest
 
 from pagedkv_lib.studies.memory import MODELS, GiB
-from pagedkv_lib.studies.serving_sim import SERVING_POLICIES, simulate_serving
+from pagedkv_lib.studies.serving.simulation import SERVING_POLICIES, simulate_serving
 from pagedkv_lib.studies.workload import arrival_steps, make_workload
 
 

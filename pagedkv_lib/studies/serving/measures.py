@@ -17,8 +17,8 @@ from __future__ import annotations
 import numpy as np
 
 from pagedkv_lib.studies.policies import POLICY_KEYS, make_policy
-from pagedkv_lib.studies.serving_result import ServingResult
-from pagedkv_lib.studies.serving_sim import simulate_serving
+from pagedkv_lib.studies.serving.result import ServingResult
+from pagedkv_lib.studies.serving.simulation import simulate_serving
 from pagedkv_lib.studies.waste import CATEGORIES, lifetime_waste
 from pagedkv_lib.studies.workload import request_arrays
 
