@@ -54,7 +54,7 @@ try:
 except ImportError as exc:  # triton is optional off Linux
     raise ImportError(MISSING_TRITON) from exc
 
-__all__ = ["DecodeConfig", "choose_config", "launch_decode_attention", "paged_attention_decode",
+__all__ = ["KERNELS", "DecodeConfig", "choose_config", "launch_decode_attention", "paged_attention_decode",
            "paged_attention_decode_reference", "paged_attention_decode_triton"]
 
 
@@ -279,6 +279,9 @@ def chunked_decode_kernel(
              mask=split[:, None] & d_mask[None, :])
 
 
+KERNELS = {1: paged_decode_kernel, 2: split_kv_decode_kernel, 3: chunked_decode_kernel}  # DecodeConfig.version
+
+
 # ----------------------------------------------------------------------------------------------------------
 # Launchers
 
@@ -369,8 +372,8 @@ def paged_attention_decode_triton(q, k_cache, v_cache, block_tables, context_len
         config = choose_config(B, q.shape[1], k_cache.shape[2], q.shape[2], max_tokens, num_splits,
                                num_sms=num_sms(q.device), interpreted=is_interpreted(),
                                cache_bytes=k_cache.element_size(), pdl=pdl_supported(q.device))
-    if config.version not in (1, 2, 3):
-        raise ValueError(f"config.version: expected 1, 2 or 3, got {config.version}")
+    if config.version not in KERNELS:
+        raise ValueError(f"config.version: expected one of {sorted(KERNELS)}, got {config.version}")
     if config.version == 2 and config.num_splits * config.tokens_per_split < max_tokens:
         raise ValueError(f"config: v2 needs num_splits * tokens_per_split >= M * S = "
                          f"{max_tokens}, got {config.num_splits} * {config.tokens_per_split}")

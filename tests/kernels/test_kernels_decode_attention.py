@@ -7,6 +7,7 @@ Runs in Triton's interpreter on CPU (small shapes) and natively on a GPU. Cases 
 1 = v1 (no split), > 1 = v2 (split-KV, some splits empty for short sequences). v3 cases use small chunks
 (SMALL_CHUNKS) so that interpreter-sized contexts split unevenly.
 """
+import dataclasses
 import random
 
 import pytest
@@ -313,6 +314,8 @@ def _bad(case):
     elif case == "v3_config_too_small":
         small = make_batch([5], 4, 4, 2, 16)
         kwargs["config"] = _config(small, 3, **SMALL_CHUNKS)
+    elif case == "unknown_version":
+        kwargs["config"] = dataclasses.replace(_config(batch, 1, num_splits=1), version=4)
     return args, kwargs
 
 
@@ -330,6 +333,7 @@ def _bad(case):
     ("scale_wrong_dtype", TypeError, "k_scale: expected a Python float or a 1-element float32 tensor"),
     ("e5m2_cache", TypeError, "float8_e4m3fn"),
     ("v3_config_too_small", ValueError, "max_items"),
+    ("unknown_version", ValueError, r"config.version: expected one of \[1, 2, 3\], got 4"),
 ])
 def test_decode_kernel_rejects_bad_inputs(case, error, match):
     args, kwargs = _bad(case)
