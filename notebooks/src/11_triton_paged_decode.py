@@ -317,6 +317,18 @@ for bs, version, dtype in [(1, 1, torch.float32), (4, 2, torch.float32), (4, 3, 
           f"{error_order((out.double() - paged.double()).abs().max().item())}")
 
 # %% [markdown]
+# The plans drawn in section 6 come from `plan_chunks_reference`, plain Python. The kernels compute theirs
+# with the `@triton.jit` helpers of `triton_decode_merge` (`chunk_plan`, `chunk_of_item`); `plan_chunks` runs
+# those helpers in a small kernel of its own and reads back what each v3 program would take:
+
+# %%
+from pagedkv_lib.kernels.triton_decode_merge import plan_chunks
+
+kernel_plan = plan_chunks(seq_lens, cfg)  # (chunk, [(seq, start, end, partial slot), ...])
+print("the v3 kernel's plan for the last batch above:", kernel_plan)
+print("the same as plan_chunks_reference's:", kernel_plan == plan_chunks_reference(seq_lens, cfg))
+
+# %% [markdown]
 # ## 8. On a GPU: what the measurements say
 #
 # Decode reads `2 x B x L x H_kv x D x dtype bytes` of K/V (plus q and the output) and does 2G FLOPs per K/V

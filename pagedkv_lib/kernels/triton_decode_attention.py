@@ -279,7 +279,7 @@ def chunked_decode_kernel(
              mask=split[:, None] & d_mask[None, :])
 
 
-KERNELS = {1: paged_decode_kernel, 2: split_kv_decode_kernel, 3: chunked_decode_kernel}  # DecodeConfig.version
+KERNELS = {1: paged_decode_kernel, 2: split_kv_decode_kernel, 3: chunked_decode_kernel}  # by config.version
 
 
 # ----------------------------------------------------------------------------------------------------------
