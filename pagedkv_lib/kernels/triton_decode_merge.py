@@ -7,15 +7,18 @@ its log-sum-exp lse_i (base 2, fp32); a merge computes, per (sequence, query hea
 
 The public interface:
     chunk_plan, chunk_of_item, chunks_of_seq   @triton.jit helpers: the v3 plan (decode_config.py says what
-                            it is), computed in registers by every program that needs it. This is its only
-                            implementation: the split kernel, the merge and `plan_chunks` all call it.
-    plan_chunks             the plan read back to the host (notebooks, figures, tests): one tiny launch
-    reduce_splits           v2 (and the cascade's and MLA's merge): one program per (sequence, query head)
-                            merges its P splits
+                            it is), computed in registers by every program that needs it: the split
+                            kernel, the merge and `plan_chunks` all call these, the one implementation the
+                            kernels run (decode_config.plan_chunks_reference is its plain-Python model for
+                            figures on any machine; a test keeps the two equal)
+    plan_chunks             the plan read back to the host (notebook 11, tests): one small launch
+    reduce_splits           v2 (and the cascade's merge): one program per (sequence, query head) merges its
+                            P splits
     merge_chunks            v3: one program per (sequence, KV head) merges its G heads' chunks, or, for few
                             sequences, one per (sequence, query head) (more programs, one step each); as
                             many chunks as the plan gave that sequence (one: the split kernel wrote it;
                             none: a context of length 0, a CUDA graph's padding row, gets zeros)
+    pick, plan_width        a scalar out of a plan vector; the plan vectors' width BLOCK_B for B sequences
     PLAN_INTS               the plan's runtime ints, never specialized by Triton
 
 Why the plan is computed on the device and not passed in: it depends on the context lengths, which live on
