@@ -59,8 +59,7 @@ class DecodeConfig:
     num_warps: int
     num_stages: int
     num_splits: int = 1     # v2: P
-    tokens_per_split: int = 0   # v2: a multiple of block_n (v1 records the table's bound; its kernel walks
-                                # each whole context)
+    tokens_per_split: int = 0   # v2: a multiple of block_n
     target_items: int = 1   # v3: chunk >= cdiv(total tokens, target_items) ...
     min_chunk: int = 0      # v3: ... and min_chunk <= chunk <= max_chunk (multiples of block_n)
     max_chunk: int = 0
@@ -97,7 +96,7 @@ def choose_config(B: int, H: int, H_kv: int, D: int, max_tokens: int, num_splits
     base = DecodeConfig(version, block_n, block_g, block_d, num_warps or 4, stages,
                         pdl=pdl and not interpreted)
     if version == 1:
-        return replace(base, tokens_per_split=cdiv(max_tokens, block_n) * block_n)
+        return base                                                   # its kernel walks each whole context
     if version == 2:
         auto = num_splits is None
         if auto:
