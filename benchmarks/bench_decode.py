@@ -12,8 +12,10 @@ backend it picked is read from the profiler's kernel names), and FLASH, EFFICIEN
 folded into the query length (q viewed [B, H_kv, G, D]: exact for one query per sequence); ragged batches
 padded to the longest context with a key mask (the padding's bytes are not counted: its cost is the
 baseline's); `flash_varlen`: aten._flash_attention_forward on packed ragged K/V (no padding).
-The library's rows use its defaults (PDL where the device has it); `triton_tuned` the sweep's fastest
-config for that shape (sweep_kernels.py). Timing: median of CUDA-graph replays over rotated input sets
+The library's rows use its defaults (PDL where the device has it); triton_vN times DecodeConfig version N,
+whose kernel the table's note names (triton_decode_attention.KERNELS: v1 paged_decode_kernel, v2
+split_kv_decode_kernel + reduce_splits, v3 chunked_decode_kernel + merge_chunks); `triton_tuned` the sweep's
+fastest config for that shape (sweep_kernels.py). Timing: median of CUDA-graph replays over rotated input sets
 (gpu_harness.py). A failing method is recorded and the script goes on; a time budget bounds the run (shapes
 not reached are listed as skipped).
 """
@@ -41,7 +43,7 @@ from attention_workloads import (
 
 from pagedkv_lib.kernels.attention_args import pdl_supported
 from pagedkv_lib.kernels.decode_config import choose_config
-from pagedkv_lib.kernels.triton_decode_attention import launch_decode_attention
+from pagedkv_lib.kernels.triton_decode_attention import KERNELS, launch_decode_attention
 
 SCALE = D**-0.5
 FP8_SHAPES = tuple(DECODE_SHAPES)          # fp8 must never be slower than bf16: measured at every shape
@@ -178,7 +180,8 @@ def table(result) -> str:
                 note += f"{m['speedup_vs_bf16']:.2f}x vs bf16"
             if "config" in m:
                 c = m["config"]
-                note += f" v{c['version']} n{c['block_n']} w{c['num_warps']} s{c['num_stages']}" + (
+                kernel = KERNELS[c["version"]].fn.__name__
+                note += f" v{c['version']} {kernel} n{c['block_n']} w{c['num_warps']} s{c['num_stages']}" + (
                     " pdl" if c.get("pdl") else "")
             vs = r.get("best_baseline_us", float("nan")) / m["us"]
             lines.append(f"{r['shape']:>10} {label:>16} {m['us']:8.1f} {m['frac_copy']:8.1%} {vs:11.2f}x "

@@ -1,7 +1,8 @@
 """The judge from a notebook: `judge(127)` or `%judge 127` (after `%load_ext pagedkv_lib.judge`) grade what is
 defined there, in a forked child (the learner's own code: no sandbox), reporting without timings so stored
-outputs stay stable. `show_reference(127)` prints the library's implementation (a Triton exercise's kernel)
-once the status file records a pass, so a notebook never gives an exercise away.
+outputs stay stable. `show_reference(127)` prints the library's implementation (a Triton exercise's kernels
+and their `@triton.jit` helpers) once the status file records a pass, so a notebook never gives an exercise
+away.
 """
 from __future__ import annotations
 
@@ -41,14 +42,36 @@ def load_ipython_extension(ipython) -> None:
 
 
 def reference_source(exercise_id: int) -> str:
-    """The source of the library objects that exercise `exercise_id` shows as its reference."""
+    """The source of the library objects that exercise `exercise_id` shows as its reference; a Triton
+    kernel comes after the `@triton.jit` helpers it calls (each helper printed once)."""
     parts = []
+    shown = set()
     exercise = registry.get(exercise_id)
     for target in exercise.reference or exercise.oracle.values():
         obj = registry.resolve(target)
-        source = inspect.getsource(getattr(obj, "fn", obj))          # a @triton.jit kernel wraps its fn
-        parts.append(f"# {target.replace(':', '.')}:\n{source}")
+        for helper in jit_helpers(obj):
+            if helper not in shown:
+                shown.add(helper)
+                name = f"{helper.fn.__module__}.{helper.fn.__name__}"
+                parts.append(f"# {name} (a helper of the kernel below):\n{inspect.getsource(helper.fn)}")
+        parts.append(f"# {target.replace(':', '.')}:\n{inspect.getsource(getattr(obj, 'fn', obj))}")
     return "\n\n".join(parts)
+
+
+def jit_helpers(kernel) -> list:
+    """The `@triton.jit` functions that `kernel` calls, directly or through each other, callees first
+    ([] for an object that is not a Triton function)."""
+    fn = getattr(kernel, "fn", None)
+    if fn is None:
+        return []
+    found = []
+    for name in fn.__code__.co_names:
+        helper = fn.__globals__.get(name)
+        if type(helper) is type(kernel) and helper is not kernel:
+            for inner in [*jit_helpers(helper), helper]:
+                if inner not in found:
+                    found.append(inner)
+    return found
 
 
 def show_reference(exercise_id: int) -> bool:

@@ -10,8 +10,9 @@
                                    (pagedkv_lib.kernels.triton_fused_ops: the decoder layer's small
                                     operations, fused; references in pagedkv_lib.engine.layers)
 
-Beside them: attention_args (the checks the attention launchers share), decode_config (the decode kernel's
-tiles and work partition, plain Python), triton_decode_merge (the merge kernels of split decode).
+Beside them: attention_args (the checks the attention launchers share), decode_config (the decode kernels'
+tiles and work partition, plain Python), triton_decode_merge (split decode's v3 plan helpers and its merges,
+reduce_splits and merge_chunks, which the cascade and MLA kernels use too).
 
 Importing this package picks the backend first (`backend.configure()`: CUDA if present, else Triton's
 interpreter, which must be chosen before any kernel is decorated); `backend.describe()` says which. The

@@ -20,7 +20,8 @@ start in id order, so the big items go first and the small ones fill the tail (l
 The grid needs a bound known on the host: chunk >= cdiv(total, target_items) or chunk = max_chunk gives
 num_items <= max(target_items, B * M * S / max_chunk) + B, and chunk >= min_chunk gives
 num_items <= B * cdiv(M * S, min_chunk); the grid is the smaller (`max_items`), surplus programs return.
-Every program recomputes the plan in registers from one vector load of context_lens (O(B), B <= 4096): no
+Every program recomputes the plan in registers (`triton_decode_merge.chunk_plan`, the one implementation
+the kernels run) from one vector load of context_lens (O(B), B <= 4096): no
 more dependent loads than v1's load of its own length, and no extra launch. Nothing is read back and nothing
 in the launch depends on the lengths, so a CUDA graph captured once replays correctly for any lengths within
 the table. FlashInfer plans on the host instead (a graph must re-plan into fixed buffers before each replay);
@@ -58,7 +59,7 @@ class DecodeConfig:
     num_warps: int
     num_stages: int
     num_splits: int = 1     # v2: P
-    tokens_per_split: int = 0   # v1 / v2: a multiple of block_n (v1: >= every context)
+    tokens_per_split: int = 0   # v2: a multiple of block_n
     target_items: int = 1   # v3: chunk >= cdiv(total tokens, target_items) ...
     min_chunk: int = 0      # v3: ... and min_chunk <= chunk <= max_chunk (multiples of block_n)
     max_chunk: int = 0
@@ -95,7 +96,7 @@ def choose_config(B: int, H: int, H_kv: int, D: int, max_tokens: int, num_splits
     base = DecodeConfig(version, block_n, block_g, block_d, num_warps or 4, stages,
                         pdl=pdl and not interpreted)
     if version == 1:
-        return replace(base, tokens_per_split=cdiv(max_tokens, block_n) * block_n)
+        return base                                                   # its kernel walks each whole context
     if version == 2:
         auto = num_splits is None
         if auto:
@@ -125,7 +126,9 @@ def items_bound(config: DecodeConfig, B: int, max_tokens: int) -> int:
 
 
 def plan_chunks_reference(context_lens: list[int], config: DecodeConfig) -> tuple[int, list[tuple]]:
-    """The v3 plan in Python: (chunk, the work items in program order as (seq, start, end, partial_slot))."""
+    """The v3 plan as plain Python, for figures and bounds on any machine: (chunk, the work items in program
+    order as (seq, start, end, partial_slot)). The kernels compute it with triton_decode_merge.chunk_plan
+    (which `triton_decode_merge.plan_chunks` reads back; a test keeps the two equal)."""
     total, longest, B = sum(context_lens), max(context_lens), len(context_lens)
     chunk = min(max(cdiv(total, config.target_items), config.min_chunk), config.max_chunk)
     if 8 * longest * B <= config.balanced_x8 * total:

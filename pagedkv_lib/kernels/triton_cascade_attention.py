@@ -4,13 +4,13 @@ Shapes: docs/conventions.md (B sequences, H = H_kv * G query heads, D head dim, 
 launches, all writing or reading one fp32 state buffer [B, H, SLOTS, (D | 1)] of normalised partial outputs
 and base-2 log-sum-exps, the layout of split-KV decode (v2):
 
-    suffix   the course's paged decode kernel (triton_decode_attention, v2, `states=`): each sequence's own
+    suffix   the course's split-KV decode kernel (triton_decode_attention, v2, `states=`): each sequence's own
              tokens after the prefix, through the rest of its block table; slot 0 (an empty suffix writes
              lse = -inf, o = 0, which the merge weighs 0)
     prefix   `_shared_prefix_kernel`, grid (cdiv(B*G, BLOCK_M), H_kv, splits): a program takes BLOCK_M of the
              B*G query rows of one KV head (every sequence's G heads side by side) and walks one range of the
              prefix: scores = (BLOCK_M, D) x (D, BLOCK_N) per tile, online softmax; slots 1..splits
-    merge    `triton_decode_merge._reduce_splits_kernel`, one program per (sequence, query head): the
+    merge    `triton_decode_merge.reduce_splits`, one program per (sequence, query head): the
              (m, l, acc) merge of notebook 11 over every slot (the prefix is never empty: the max is finite)
 
 The prefix is `num_prefix_blocks` whole blocks: the first entries of every block table, the same ids in every
@@ -40,7 +40,7 @@ from .attention_args import LOG2E, check_paged_args, dot_args, num_sms
 from .backend import MISSING_TRITON, is_interpreted
 from .decode_config import cdiv, choose_config, next_power_of_2
 from .triton_decode_attention import launch_decode_attention
-from .triton_decode_merge import _reduce_splits_kernel
+from .triton_decode_merge import reduce_splits
 
 try:
     import triton
@@ -182,12 +182,7 @@ def launch_cascade_attention(q, k_cache, v_cache, block_tables, context_lens, sc
         DOT_PRECISION=precision, DOT_DTYPE=dot_dtype, num_warps=config.num_warps,
         num_stages=config.num_stages,
     )
-    out = torch.empty_like(q)                                         # [B, H, D]
-    _reduce_splits_kernel[(B * H,)](
-        part_out, part_lse, out, HEAD_DIM=D, NUM_SPLITS=slots, BLOCK_P=triton.next_power_of_2(slots),
-        BLOCK_D=config.block_d, USE_PDL=False, num_warps=4,
-    )
-    return out
+    return reduce_splits(part_out, part_lse, torch.empty_like(q))     # [B, H, D]
 
 
 def cascade_attention_decode_triton(q, k_cache, v_cache, block_tables, context_lens, scale: float,

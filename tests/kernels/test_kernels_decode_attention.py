@@ -1,11 +1,13 @@
-"""The Triton paged decode attention kernel (v1, v2, v3, fp8 caches) against float64 SDPA on contiguous K/V
-and the PyTorch reference.
+"""The Triton paged decode attention kernels (v1, v2, v3, fp8 caches) against float64 SDPA on contiguous K/V
+and the PyTorch reference; the v3 plan the kernels compute against decode_config's Python one; what
+show_reference(131) prints.
 
 Runs in Triton's interpreter on CPU (small shapes) and natively on a GPU. Cases are data:
 (seq_lens, block_size, H, H_kv, D, dtype, num_splits, seed); num_splits None = the launcher's choice (v3),
 1 = v1 (no split), > 1 = v2 (split-KV, some splits empty for short sequences). v3 cases use small chunks
 (SMALL_CHUNKS) so that interpreter-sized contexts split unevenly.
 """
+import dataclasses
 import random
 
 import pytest
@@ -21,6 +23,7 @@ from pagedkv_lib.kernels.triton_decode_attention import (
     paged_attention_decode_reference,
     paged_attention_decode_triton,
 )
+from pagedkv_lib.kernels.triton_decode_merge import plan_chunks
 from pagedkv_lib.testing.paged_batch import make_paged_batch, quantize_batch
 from pagedkv_lib.testing.sdpa_reference import sdpa_batch
 
@@ -149,6 +152,20 @@ def test_decode_v3_plan_covers_every_token_once_within_the_grid_bound():
         sizes = [e - s for _, s, e, _ in items]
         assert sizes == sorted(sizes, key=lambda n: n != chunk)        # full chunks first (longest first)
         assert sorted(slot for *_, slot in items) == list(range(len(items)))   # partial slots: a bijection
+
+
+def test_decode_v3_plan_the_kernels_compute_is_the_python_plan():
+    """chunk_plan and chunk_of_item (the helpers the split and merge kernels run), read back by plan_chunks,
+    give decode_config's plan: the same chunk, the same items in the same program order."""
+    rng = random.Random(1)
+    for trial in range(12):
+        B, S = rng.randint(1, 12), rng.choice([1, 16])
+        M = rng.randint(1, 16)
+        lens = [rng.randint(1, M * S) for _ in range(B)]
+        cfg = choose_config(B, 32, 8, 128, M * S, num_sms=4, interpreted=False, block_n=16,
+                            min_chunk=rng.choice([16, 32]), max_chunk=rng.choice([32, 64, 10**6]),
+                            balanced=rng.random() < 0.5)
+        assert plan_chunks(lens, cfg) == plan_chunks_reference(lens, cfg), (trial, lens, cfg)
 
 
 def test_decode_v3_plan_keeps_a_balanced_batch_whole_and_splits_a_ragged_one():
@@ -297,6 +314,8 @@ def _bad(case):
     elif case == "v3_config_too_small":
         small = make_batch([5], 4, 4, 2, 16)
         kwargs["config"] = _config(small, 3, **SMALL_CHUNKS)
+    elif case == "unknown_version":
+        kwargs["config"] = dataclasses.replace(_config(batch, 1, num_splits=1), version=4)
     return args, kwargs
 
 
@@ -314,6 +333,7 @@ def _bad(case):
     ("scale_wrong_dtype", TypeError, "k_scale: expected a Python float or a 1-element float32 tensor"),
     ("e5m2_cache", TypeError, "float8_e4m3fn"),
     ("v3_config_too_small", ValueError, "max_items"),
+    ("unknown_version", ValueError, r"config.version: expected one of \[1, 2, 3\], got 4"),
 ])
 def test_decode_kernel_rejects_bad_inputs(case, error, match):
     args, kwargs = _bad(case)
@@ -343,3 +363,14 @@ def test_decode_v2_states_are_written_unmerged_and_merge_to_the_output():
     merged = output(merge_tree(parts, ((0, 1), 2)))                   # [B, H, D]
     ref = sdpa_batch(batch).to(merged.device)
     assert ((merged - ref).norm() / ref.norm()).item() < TOLERANCE[torch.float32]
+
+
+def test_show_reference_131_prints_the_one_pass_kernel_beside_the_tuned_one_after_their_helpers():
+    from pagedkv_lib.judge.notebook import reference_source
+
+    text = reference_source(131)
+    names = ("attend_range", "paged_decode_kernel", "chunk_of_item", "chunked_decode_kernel",
+             "paged_attention_decode_triton")
+    order = [text.index(f"def {name}(") for name in names]
+    assert order == sorted(order)                                      # each helper before its first caller
+    assert text.count("def attend_range(") == 1 and "def split_kv_decode_kernel(" not in text
