@@ -157,7 +157,7 @@ print("max |cascade - SDPA| over the batch < 1e-12:", (out - reference).abs().ma
 #    (BLOCK_M, D) x (D, BLOCK_N) tile of the big matmul. The prefix is split into ranges only so that a GPU
 #    has enough programs: with B = 64 and G = 4, 256 rows make 4 tiles of 64, times 8 KV heads: 32 programs
 #    for 132 SMs.
-# 3. **merge**: notebook 11's `_reduce_splits_kernel`, per (sequence, query head), over every slot.
+# 3. **merge**: notebook 11's `reduce_splits`, per (sequence, query head), over every slot.
 #
 # What it requires: the prefix is whole blocks (`num_prefix_blocks`, the same ids in every row; vLLM asserts
 # `common_prefix_len % block_size == 0` for the same reason), a bf16 / fp16 / fp32 cache (no FP8 here), one

@@ -177,7 +177,7 @@ def _reduce_splits_kernel(
     offs_d = tl.arange(0, BLOCK_D)                                    # [BLOCK_D]
     p_mask = offs_p < NUM_SPLITS
     lse = tl.load(part_lse_ptr + row * NUM_SPLITS + offs_p, mask=p_mask, other=float("-inf"))  # [BLOCK_P]
-    w = tl.exp2(lse - tl.max(lse, axis=0))                            # [BLOCK_P]; split 0 is never empty
+    w = tl.exp2(lse - tl.max(lse, axis=0))                            # [BLOCK_P]; some split is not empty
     w = w / tl.sum(w, axis=0)
     ptrs = part_out_ptr + (row * NUM_SPLITS + offs_p[:, None]) * HEAD_DIM + offs_d[None, :]
     o = tl.load(ptrs, mask=p_mask[:, None] & (offs_d[None, :] < HEAD_DIM), other=0.0)  # [BLOCK_P, BLOCK_D]
@@ -255,9 +255,9 @@ def reduce_splits(part_out: torch.Tensor, part_lse: torch.Tensor, out: torch.Ten
                   pdl: bool = False) -> torch.Tensor:
     """Merge P partial states per (sequence, query head) into `out` (written, returned).
 
-    part_out [B, H, P, D] and part_lse [B, H, P] fp32, contiguous (slot 0 of every row never empty, the
-    others may be: lse -inf, o 0); out [B, H, D] (its dtype is the output's). pdl: launched with programmatic
-    dependent launch after the kernel that wrote the states (Hopper and later)."""
+    part_out [B, H, P, D] and part_lse [B, H, P] fp32, contiguous (in every row one slot at least is not
+    empty; an empty one holds lse -inf, o 0); out [B, H, D] (its dtype is the output's). pdl: launched with
+    programmatic dependent launch after the kernel that wrote the states (Hopper and later)."""
     B, H, P, D = part_out.shape
     _reduce_splits_kernel[(B * H,)](
         part_out, part_lse, out, HEAD_DIM=D, NUM_SPLITS=P, BLOCK_P=triton.next_power_of_2(P),

@@ -12,7 +12,7 @@ Versions (one kernel; `num_splits` selects):
         masked: never loaded.
     v2  grid (B, cdiv(H, BLOCK_H), P): split-KV for batches too small to fill the GPU. Each context is cut
         into P equal ranges (whole BLOCK_N tiles); each program writes its normalised partial output and
-        log2-sum-exp in fp32, and the decode kernel's `_reduce_splits_kernel` (triton_decode_merge.py)
+        log2-sum-exp in fp32, and the decode kernel's `reduce_splits` (triton_decode_merge.py)
         merges them. FlashMLA plans its splits per sequence instead (`get_mla_metadata`).
 (Not here: FlashMLA's FP8 cache.)
 
@@ -29,7 +29,7 @@ from pagedkv_lib.core.mla_attention import mla_latent_attention
 
 from .attention_args import LOG2E, dot_args, dtype_name, num_sms
 from .backend import MISSING_TRITON
-from .triton_decode_merge import _reduce_splits_kernel
+from .triton_decode_merge import reduce_splits
 
 try:
     import triton
@@ -141,11 +141,7 @@ def launch_mla_decode(q_latent: torch.Tensor, kv_cache: torch.Tensor, block_tabl
         num_warps=num_warps, num_stages=num_stages,
     )
     if num_splits > 1:
-        _reduce_splits_kernel[(B * H,)](
-            part_out, part_lse, out, HEAD_DIM=kv_lora_rank, NUM_SPLITS=num_splits,
-            BLOCK_P=triton.next_power_of_2(num_splits), BLOCK_D=triton.next_power_of_2(kv_lora_rank),
-            USE_PDL=False, num_warps=4,
-        )
+        reduce_splits(part_out, part_lse, out)
 
 
 def choose_num_splits(B: int, H: int, max_context_len: int, sms: int, block_h: int = 16,
