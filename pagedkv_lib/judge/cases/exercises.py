@@ -25,7 +25,9 @@ _KT = "pagedkv_lib.kernels.triton_primer"
 _PUZZLES = ("gather_rows", "scale_columns", "row_softmax", "scores")
 _K = "pagedkv_lib.kernels."
 _ATTENTION_KERNELS = (f"{_K}triton_decode_attention", f"{_K}triton_prefill_attention",   # `closed`: they
-                      f"{_K}triton_decode_merge", "pagedkv_lib.engine.attention_layer")  # do attention too
+                      f"{_K}triton_decode_merge", f"{_K}triton_cascade_attention",       # do attention too
+                      "pagedkv_lib.core.cascade_attention", "pagedkv_lib.engine.attention_layer",
+                      "pagedkv_lib.engine.kernel_choice")
 CARDS = (
     card(121, "kv_memory_budget", "KV memory budget", "easy", "01 Why paging",
          {n: f"{_M}:{n}" for n in ("kv_bytes_per_token", "paged_concurrency", "reserved_concurrency")}),
