@@ -36,8 +36,8 @@ from gpu_harness import (
 )
 
 from pagedkv_lib.engine.kv_offload import KVTransfers, OffloadWorker
+from pagedkv_lib.studies.swap_or_recompute import PCIE5_X16_GBS
 
-PCIE5_X16_GBS = 32 * 16 * 128 / 130 / 8       # one direction, GB/s (PCI-SIG: 32 GT/s, 128b/130b)
 FULL = dict(L=28, H=8, D=128, block_sizes=(16, 64, 256), blocks=64, B=64, ctx=4096, Hq=32)
 SMOKE = dict(L=2, H=2, D=8, block_sizes=(4,), blocks=4, B=2, ctx=16, Hq=4)
 

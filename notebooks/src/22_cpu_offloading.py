@@ -233,8 +233,23 @@ for workload in ("chat", "few_shot"):
 # The last column names the cheapest way back for each shape. A small model's prefill is cheap per token
 # while its K/V still moves in many small copies, so the copies' fixed overhead decides; the bigger models
 # spend more FLOPs per token of K/V, and a layout that moves a block in one copy is what makes the load
-# cheap. Pinned against pageable host memory and a copy on a side stream overlapping a decode step are
-# measured by `benchmarks/bench_offload.py` on a GPU; this notebook runs on a CPU and does not measure them.
+# cheap. Pinned against pageable host memory, and a load on a side stream beside a decode step, are measured
+# by `benchmarks/bench_offload.py` on a GPU (bf16, 28 layers, 8 KV heads, head dim 128, as Qwen3-0.6B).
+# The next cell renders its stored run, or says that it is not there yet:
+
+# %%
+from pagedkv_lib.studies import results
+from pagedkv_lib.viz.offload_plots import copy_findings
+
+print(copy_findings(results.stored("bench_offload.json")))
+
+# %% [markdown]
+# Pageable memory costs a staging copy through a pinned bounce buffer inside the driver, and the host waits
+# for it: that is why real connectors allocate the CPU tier pinned once, up front. Even pinned, a block
+# moves as one small copy per layer and per K or V, and the host time spent queueing them grows with their
+# number: a layout that keeps a block's layers together (one copy per block), or a copy kernel that gathers
+# many blocks at once, is what the engines use for many small blocks. The side stream lets the copies run
+# under the step's own work; what it cannot hide is a load longer than the step that waits for it.
 
 # %% [markdown]
 # ## Exercise 141: the two-tier cache
