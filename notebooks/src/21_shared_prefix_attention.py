@@ -234,6 +234,16 @@ from pagedkv_lib.viz.cascade_plots import cascade_findings
 print(cascade_findings(results.stored("bench_cascade.json")))
 
 # %% [markdown]
+# Two things in these lines are not what the bytes alone predict. Plain paged decode can run faster than
+# the floor its bytes set: every sequence's table points at the same physical prefix blocks, so after the
+# first reader they come from the GPU's L2 cache, not from HBM, and the bytes it reads overstate its HBM
+# traffic. The cascade still wins, because it does less work of another kind too: the prefix becomes one
+# matrix product per KV head on the tensor cores instead of B matrix-vector products. And the cascade is
+# far from its own byte floor: once each prefix token is read once, what is left is arithmetic (the rate
+# in prefix FLOPs above, against the dense matmul rate notebook 12 measures) and the fixed cost of three
+# launches, which is why the gain grows with the prefix and the batch.
+
+# %% [markdown]
 # ## Exercises
 #
 # No judged exercise belongs to this notebook: the cascade is built from the two kernels you can already

@@ -35,11 +35,14 @@ def bytes_read_figure(batches: list[int], prefix_lens: list[int], suffix_len: in
 
 def cascade_findings(result: dict | None) -> str:
     """Sentences from bench_cascade.json in benchmarks/results/ (bench_cascade.py), one per shape: the
-    cascade's time against the course's paged decode and SDPA, its share of the copy-bandwidth floor, and
-    whether vLLM's rule picked the faster of cascade and paged decode. None: the benchmark has not run."""
+    cascade's time against the course's paged decode and SDPA, the share each reaches of the floor its bytes
+    set (paged decode can pass its own: the blocks every sequence shares come from L2 after the first
+    reader), the cascade's rate in prefix FLOPs (4 B H P D: QK and PV of every query head over the prefix),
+    and whether vLLM's rule picked the faster of cascade and paged decode. None: the benchmark has not run."""
     if result is None:
         return ("Not measured yet: no bench_cascade.json in benchmarks/results/. On a GPU: "
                 "PYTHONPATH=. python benchmarks/bench_cascade.py")
+    shape = result.get("shape", {})
     lines = [f"{result['env'].get('device', 'no GPU')}, copy bandwidth {result['copy_gbs']:.0f} GB/s:"]
     for r in result["shapes"]:
         m = r.get("methods", {})
@@ -49,10 +52,14 @@ def cascade_findings(result: dict | None) -> str:
         cas, paged, sdpa = m["cascade"], m["paged_v3"], m["sdpa"]
         faster = cas["us"] < paged["us"]
         agrees = "agrees" if r["rule"] == faster else "disagrees"
+        rate = ""
+        if "H" in shape and "D" in shape:
+            tflops = 4 * r["B"] * shape["H"] * r["prefix"] * shape["D"] / (cas["us"] * 1e-6) / 1e12
+            rate = f", {tflops:.0f} TFLOP/s of prefix work"
+        paged_floor = f"; {paged['of_floor']:.0%} of its floor" if "of_floor" in paged else ""
         lines.append(f"  B {r['B']:>3}, prefix {r['prefix']:>5}: cascade {cas['us']:.1f} us "
-                     f"({cas['of_floor']:.0%} of its floor), paged decode {paged['us']:.1f} us "
-                     f"({paged['us'] / cas['us']:.2f}x), SDPA ({sdpa.get('backend', '?')}) "
-                     f"{sdpa['us']:.1f} us "
-                     f"({sdpa['us'] / cas['us']:.2f}x); vLLM's rule says "
+                     f"({cas['of_floor']:.0%} of its floor{rate}), paged decode {paged['us']:.1f} us "
+                     f"({paged['us'] / cas['us']:.2f}x{paged_floor}), SDPA ({sdpa.get('backend', '?')}) "
+                     f"{sdpa['us']:.1f} us ({sdpa['us'] / cas['us']:.2f}x); vLLM's rule says "
                      f"{'cascade' if r['rule'] else 'plain'}, the measurement {agrees}")
     return "\n".join(lines)

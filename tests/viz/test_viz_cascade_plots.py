@@ -26,16 +26,18 @@ def test_findings_say_not_measured_without_a_result():
 
 def test_findings_render_each_shape_and_judge_the_rule():
     def methods(cas, paged, sdpa):
-        return {"cascade": {"us": cas, "of_floor": 0.5}, "paged_v3": {"us": paged},
+        return {"cascade": {"us": cas, "of_floor": 0.5}, "paged_v3": {"us": paged, "of_floor": 1.25},
                 "sdpa": {"us": sdpa, "backend": "flash"}}
-    result = {"env": {"device": "GPU X"}, "copy_gbs": 4000.0, "shapes": [
+    result = {"env": {"device": "GPU X"}, "copy_gbs": 4000.0, "shape": {"H": 32, "D": 128}, "shapes": [
         {"B": 64, "prefix": 4096, "rule": True, "methods": methods(10.0, 40.0, 80.0)},
         {"B": 8, "prefix": 1024, "rule": True, "methods": methods(10.0, 5.0, 20.0)},
         {"B": 8, "prefix": 1024, "rule": False, "methods": {"cascade": {"error": "boom"}}},
     ]}
     text = cascade_findings(result).splitlines()
     assert text[0] == "GPU X, copy bandwidth 4000 GB/s:"
-    assert "cascade 10.0 us (50% of its floor), paged decode 40.0 us (4.00x)" in text[1]
+    flops = 4 * 64 * 32 * 4096 * 128                                    # QK and PV over the prefix
+    assert f"cascade 10.0 us (50% of its floor, {flops / 10e-6 / 1e12:.0f} TFLOP/s of prefix work)" in text[1]
+    assert "paged decode 40.0 us (4.00x; 125% of its floor)" in text[1]
     assert "SDPA (flash) 80.0 us (8.00x)" in text[1] and text[1].endswith("the measurement agrees")
     assert text[2].endswith("the measurement disagrees")
     assert "a method failed" in text[3]
