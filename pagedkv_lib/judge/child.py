@@ -56,11 +56,13 @@ def serve(job: Job, channel: Channel, cases=None, namespace=None, sandbox=None) 
     channel.send(Loaded())
     for i in range(job.start, len(cases)):
         t0 = time.perf_counter()
+        observation = None
+        error = None
         try:
-            observation, error = module.run(ns, cases[i]), None
+            observation = module.run(ns, cases[i])
         except BaseException as exc:
-            observation, error = None, isolation.with_limit_hint(Outcome.of_exception(exc, files), exc)
-        channel.send(CaseDone(i, time.perf_counter() - t0, observation, error))
+            error = isolation.with_limit_hint(Outcome.of_exception(exc, files), exc)
+        channel.send(CaseDone(i, time.perf_counter() - t0, observation, error, _corrupting(observation)))
     figures = None
     if job.bench and hasattr(module, "bench"):
         try:
@@ -68,6 +70,13 @@ def serve(job: Job, channel: Channel, cases=None, namespace=None, sandbox=None) 
         except BaseException as exc:
             figures = {"error": Outcome.of_exception(exc, files).message}
     channel.send(Done(figures))
+
+
+def _corrupting(observation) -> bool:
+    """Whether a case may have left this process's memory corrupt, so that the next case needs a fresh child:
+    a kernel case whose observation names writes outside its tensors (cases/kernel_harness.py's
+    `wild_writes`, under the observation key of that name)."""
+    return isinstance(observation, dict) and bool(observation.get("wild_writes"))
 
 
 def main(argv=None) -> None:
@@ -177,7 +186,9 @@ def load(path: str | None, namespace: dict | None, exercise, originals=()):
     """(namespace, files) of the submission: a file's module globals, or a notebook's globals, where no
     graded name may be one of the library's `originals`."""
     if path is None:
-        ns, files, label = dict(namespace), (), "the notebook"
+        ns = dict(namespace)
+        files = ()
+        label = "the notebook"
     else:
         path = os.path.realpath(path)
         sys.path.insert(0, os.path.dirname(path))          # its own helper modules, if any
@@ -189,7 +200,9 @@ def load(path: str | None, namespace: dict | None, exercise, originals=()):
         except BaseException as exc:
             o = isolation.with_limit_hint(Outcome.of_exception(exc, (path,)), exc)
             raise LoadError(replace(o, message=f"while importing the file: {o.message}")) from None
-        ns, files, label = dict(vars(module)), (path,), os.path.basename(path)
+        ns = dict(vars(module))
+        files = (path,)
+        label = os.path.basename(path)
     if not any(name in ns for name in exercise.oracle):
         names = ", ".join(exercise.oracle)
         raise LoadError(Outcome(NOT_IMPLEMENTED, f"{label} defines none of what exercise {exercise.id} "

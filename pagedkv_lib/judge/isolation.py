@@ -96,6 +96,25 @@ def bwrap_path() -> str | None:
     return exe if probe.returncode == 0 else None
 
 
+class SandboxMissing(RuntimeError):
+    """The bwrap sandbox was asked for, and this machine cannot build one."""
+
+
+def choose(asked: str | None) -> str:
+    """The isolation of a graded file: `asked` (BWRAP or FORK), or for None the strongest this machine has.
+    SandboxMissing when BWRAP is asked for and `bwrap_path` finds none."""
+    if asked not in (None, BWRAP, FORK):
+        raise ValueError(f"isolation: expected None, {BWRAP!r} or {FORK!r}, got {asked!r}")
+    if asked == FORK:
+        return FORK
+    if bwrap_path() is not None:
+        return BWRAP
+    if asked == BWRAP:
+        raise SandboxMissing("the bwrap sandbox was asked for, but `bwrap` is missing or cannot sandbox "
+                             "here: install bubblewrap (apt install bubblewrap)")
+    return FORK
+
+
 def _within(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
