@@ -42,7 +42,10 @@ def serve(job: Job, channel: Channel, cases=None, namespace=None, sandbox=None) 
     else:                                             # the sandbox holds no answer to close
         with open(sandbox[0], "rb") as pipe:
             cases = pickle.load(pipe)
-        hidden, hidden_dirs, allowed, originals = frozenset(), (), frozenset(), ()
+        hidden = frozenset()
+        hidden_dirs = ()
+        allowed = frozenset()
+        originals = ()
         isolation.confine(sandbox[1])
     isolation.set_limits(None if job.device == "cuda" else job.memory_mb, job.cpu_s)
     if job.guards:
@@ -146,7 +149,8 @@ def close_library(exercise, graded_file: str | None = None):
     """Poison the library objects the exercise grades or forbids, forget `solutions`. Returns what
     the guard keeps closed, (files, directories, allowed files): the source and cached bytecode of the
     modules that hold those objects, and solutions/ except `graded_file`; and the objects themselves."""
-    hidden, originals = set(), []
+    hidden = set()
+    originals = []
     for target in (*exercise.oracle.values(), *exercise.forbidden):
         original = resolve(target)
         originals.append(original)

@@ -25,7 +25,9 @@ from . import isolation, registry, status
 MAX_SEED = 2**32 - 1                  # seeds reach torch.Generator.manual_seed as 1000 * seed + i
 MAX_TIME_LIMIT_S = 3600.0             # seconds of CPU per case
 MAX_JOBS = 64
-EXIT_USAGE, EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 2, 130, 141
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130                # 128 + SIGINT, as a shell reports it
+EXIT_BROKEN_PIPE = 141                # 128 + SIGPIPE
 
 
 class UsageError(Exception):

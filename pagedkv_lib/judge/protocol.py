@@ -235,7 +235,9 @@ class Channel:
     `os` or this module does not change what the judge itself sends."""
 
     def __init__(self, fd: int):
-        self.fd, self._write, self._encode = fd, os.write, encode
+        self.fd = fd
+        self._write = os.write
+        self._encode = encode
 
     def send(self, message) -> None:
         view = memoryview(self._encode(message))

@@ -183,7 +183,8 @@ class Supervisor:
         os.close(out_w)
         for fd in (res_r, out_r):
             os.set_blocking(fd, False)
-        self.res_fd, self.out_fd = res_r, out_r
+        self.res_fd = res_r
+        self.out_fd = out_r
         self.open_fds = {res_r, out_r}               # not at end of file yet
         self.reader = LineReader()
         self.phase = "starting"
@@ -218,7 +219,8 @@ class Supervisor:
             return False
         if not data:
             self.open_fds.discard(fd)
-        seen, lim = self.seen, self.limits
+        seen = self.seen
+        lim = self.limits
         if fd == self.out_fd:
             seen.output_bytes += len(data)
             seen.printed += data[: max(0, self.keep_bytes - len(seen.printed))]
@@ -247,7 +249,8 @@ class Supervisor:
                 return
 
     def _handle(self, message, now: float) -> None:
-        seen, lim = self.seen, self.limits
+        seen = self.seen
+        lim = self.limits
         if self.fresh_asked:                          # ended after a case that asked for it: nothing counts
             return
         if isinstance(message, Refused):              # the refusal is the verdict, whatever happens next
@@ -296,7 +299,8 @@ class Supervisor:
 
     def _begin(self, phase: str, now: float, cpu: float) -> None:
         """Phase `phase` starts: its CPU from `cpu` on, its wall clock BACKSTOP times its CPU limit."""
-        self.phase, self.cpu_mark = phase, cpu
+        self.phase = phase
+        self.cpu_mark = cpu
         if phase == "done":
             self.deadline = now + EXIT_GRACE_S
             return
@@ -384,7 +388,8 @@ class Supervisor:
         self.drain(self.res_fd)
         self.drain(self.out_fd)
         self._close()
-        seen, lim = self.seen, self.limits
+        seen = self.seen
+        lim = self.limits
         fresh = self.fresh_asked and self.outcome is None     # ended by the judge as it asked: go on
         seen.cpu_s = self.spent()
         if self.phase == "done" and self.outcome is None:
