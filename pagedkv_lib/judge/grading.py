@@ -1,10 +1,12 @@
 """Grading: one child per submission, then the oracle's answers and the case module's checks.
 
-1. Children, `jobs` at a time, each watched by a Supervisor. A sandboxed child builds its own cases from the
-   seed, so it starts before this process imports torch and both load in parallel; a forked child inherits
-   the cases. A child that dies starts again after the case that ended it (at most `max_restarts` times).
+1. Children, `jobs` at a time, each watched by a Supervisor. A sandboxed child starts before this process
+   imports torch, and both load in parallel (its cases come pickled from here, built by a thread of its
+   Supervisor); a forked child inherits the cases. A child that dies starts again after the case that ended
+   it (at most `max_restarts` times), and one whose case asked for a fresh child goes on in a new one.
 2. Once every child has ended, the oracle runs here, where no child can reach it, and each case's check
-   compares the observations and names the usual mistake.
+   compares the observations and names the usual mistake. The Result of each submission is built here,
+   from what its children's Supervisors saw (supervisor.Seen): no Supervisor writes a Result.
 Unsandboxed, a child could rewrite what a verdict rests on: the status file and the judge's own files are
 digested around each forked child, and a change is tampering that stops the batch. A learner's other files
 are never looked at.
@@ -249,9 +251,10 @@ def _result(exercise, run: _Grading, module, cases, expected, seed, device, limi
         duration = run.finished - run.started
     graded = [_graded(module, load, records.get(i), ended.get(i), case, answer)
               for i, (case, answer) in enumerate(zip(cases, expected))]
-    return Result(exercise.id, exercise.title, run.submission, seed, device, run.mode, how, len(cases),
-                  cases=graded, load=load, output=bytes(printed).decode("utf-8", "replace"),
-                  output_total=output_total, bench=bench, tampered=tampered, duration_s=duration)
+    return Result(exercise_id=exercise.id, title=exercise.title, submission=run.submission, seed=seed,
+                  device=device, mode=run.mode, isolation=how, total=len(cases), cases=graded, load=load,
+                  output=bytes(printed).decode("utf-8", "replace"), output_total=output_total, bench=bench,
+                  tampered=tampered, duration_s=duration)
 
 
 @contextlib.contextmanager

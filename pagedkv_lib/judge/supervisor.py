@@ -1,6 +1,8 @@
 """The parent's watch over one child: start it, read its messages and output, end it at a limit, say why it
-ended, and reap it (no zombie, whatever the submission did). Its messages move it through phases, each with
-a limit: starting --ready--> loading --loaded--> cases (0, 1, ...) --> (bench) --done--> done.
+ended, and reap it (no zombie, whatever the submission did). What it saw, it reports as a `Seen` (the cases
+finished, what was printed, how the child ended, where a new child goes on); grading.py builds the Result.
+Its messages move it through phases, each with a limit:
+starting --ready--> loading --loaded--> cases (0, 1, ...) --> (bench) --done--> done.
 
 Time is CPU time, as contest judges measure it: the parent reads the child's CPU seconds itself, from /proc,
 summed over the child's process tree (a sandbox's tree under bwrap; a fork itself), and a phase (loading,
