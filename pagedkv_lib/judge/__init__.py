@@ -8,9 +8,10 @@
 How a grading run goes, module by module (cli.py -> grading.grade):
 - registry.py      the exercises: id -> files, oracle, reference, limits, devices
 - grading.py       the runner: a child per submission, `jobs` at a time, restarts after a crash; then the
-                   oracle's answers and each case's check; the Result of each submission
+                   oracle's answers and each case's check; it alone builds each submission's Result, from
+                   what the supervisors saw
 - supervisor.py    the parent's watch over one child: its messages (bounded), its CPU-time limits, why it
-                   ended, reaping it
+                   ended, reaping it; it reports what it saw (`Seen`: cases finished, output, how it ended)
 - isolation.py     where the child runs (bwrap for a file where it works, else a fork in its own process
                    group: not a sandbox), the sandbox's file tree and its kernel limits
 - harness.py       the library files a sandboxed child gets: what it runs, without the exercise's answer

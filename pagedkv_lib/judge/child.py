@@ -42,7 +42,10 @@ def serve(job: Job, channel: Channel, cases=None, namespace=None, sandbox=None) 
     else:                                             # the sandbox holds no answer to close
         with open(sandbox[0], "rb") as pipe:
             cases = pickle.load(pipe)
-        hidden, hidden_dirs, allowed, originals = frozenset(), (), frozenset(), ()
+        hidden = frozenset()
+        hidden_dirs = ()
+        allowed = frozenset()
+        originals = ()
         isolation.confine(sandbox[1])
     isolation.set_limits(None if job.device == "cuda" else job.memory_mb, job.cpu_s)
     if job.guards:
@@ -56,11 +59,13 @@ def serve(job: Job, channel: Channel, cases=None, namespace=None, sandbox=None) 
     channel.send(Loaded())
     for i in range(job.start, len(cases)):
         t0 = time.perf_counter()
+        observation = None
+        error = None
         try:
-            observation, error = module.run(ns, cases[i]), None
+            observation = module.run(ns, cases[i])
         except BaseException as exc:
-            observation, error = None, isolation.with_limit_hint(Outcome.of_exception(exc, files), exc)
-        channel.send(CaseDone(i, time.perf_counter() - t0, observation, error))
+            error = isolation.with_limit_hint(Outcome.of_exception(exc, files), exc)
+        channel.send(CaseDone(i, time.perf_counter() - t0, observation, error, _corrupting(observation)))
     figures = None
     if job.bench and hasattr(module, "bench"):
         try:
@@ -68,6 +73,13 @@ def serve(job: Job, channel: Channel, cases=None, namespace=None, sandbox=None) 
         except BaseException as exc:
             figures = {"error": Outcome.of_exception(exc, files).message}
     channel.send(Done(figures))
+
+
+def _corrupting(observation) -> bool:
+    """Whether a case may have left this process's memory corrupt, so that the next case needs a fresh child:
+    a kernel case whose observation names writes outside its tensors (cases/kernel_harness.py's
+    `wild_writes`, under the observation key of that name)."""
+    return isinstance(observation, dict) and bool(observation.get("wild_writes"))
 
 
 def main(argv=None) -> None:
@@ -137,7 +149,8 @@ def close_library(exercise, graded_file: str | None = None):
     """Poison the library objects the exercise grades or forbids, forget `solutions`. Returns what
     the guard keeps closed, (files, directories, allowed files): the source and cached bytecode of the
     modules that hold those objects, and solutions/ except `graded_file`; and the objects themselves."""
-    hidden, originals = set(), []
+    hidden = set()
+    originals = []
     for target in (*exercise.oracle.values(), *exercise.forbidden):
         original = resolve(target)
         originals.append(original)
@@ -177,7 +190,9 @@ def load(path: str | None, namespace: dict | None, exercise, originals=()):
     """(namespace, files) of the submission: a file's module globals, or a notebook's globals, where no
     graded name may be one of the library's `originals`."""
     if path is None:
-        ns, files, label = dict(namespace), (), "the notebook"
+        ns = dict(namespace)
+        files = ()
+        label = "the notebook"
     else:
         path = os.path.realpath(path)
         sys.path.insert(0, os.path.dirname(path))          # its own helper modules, if any
@@ -189,7 +204,9 @@ def load(path: str | None, namespace: dict | None, exercise, originals=()):
         except BaseException as exc:
             o = isolation.with_limit_hint(Outcome.of_exception(exc, (path,)), exc)
             raise LoadError(replace(o, message=f"while importing the file: {o.message}")) from None
-        ns, files, label = dict(vars(module)), (path,), os.path.basename(path)
+        ns = dict(vars(module))
+        files = (path,)
+        label = os.path.basename(path)
     if not any(name in ns for name in exercise.oracle):
         names = ", ".join(exercise.oracle)
         raise LoadError(Outcome(NOT_IMPLEMENTED, f"{label} defines none of what exercise {exercise.id} "

@@ -25,7 +25,9 @@ from . import isolation, registry, status
 MAX_SEED = 2**32 - 1                  # seeds reach torch.Generator.manual_seed as 1000 * seed + i
 MAX_TIME_LIMIT_S = 3600.0             # seconds of CPU per case
 MAX_JOBS = 64
-EXIT_USAGE, EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 2, 130, 141
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130                # 128 + SIGINT, as a shell reports it
+EXIT_BROKEN_PIPE = 141                # 128 + SIGPIPE
 
 
 class UsageError(Exception):
@@ -91,10 +93,11 @@ def _main(args) -> int:
     if importlib.util.find_spec("torch") is None:
         raise UsageError(f"torch is not installed for {sys.executable}: activate the course's environment "
                          "first (. .venv/bin/activate, or conda activate pagedkv-course)")
-    if len(files) > 1 and not args.no_sandbox and isolation.bwrap_path() is None:
-        raise UsageError("grading several files needs the bwrap sandbox, which is missing or cannot sandbox "
-                         "here: install bubblewrap (apt install bubblewrap), or pass --no-sandbox to grade "
-                         "them in plain processes that can change any of your files")
+    try:
+        mode = isolation.choose(_isolation_asked(args, files))
+    except isolation.SandboxMissing as err:
+        raise UsageError(f"grading several files: {err}, or pass --no-sandbox to grade them in plain "
+                         "processes that can change any of your files") from None
     device = args.device or exercise.devices[0]
     if device not in exercise.devices:
         raise UsageError(f"exercise {exercise.id} has cases for {', '.join(exercise.devices)}, not {device}")
@@ -107,21 +110,31 @@ def _main(args) -> int:
                              "leave out --device)")
     if args.bench and not hasattr(exercise.cases(), "bench"):
         raise UsageError(f"exercise {exercise.id} has no benchmark")
-    return _grade(exercise, files, args, device)
+    return _grade(exercise, files, args, device, mode)
 
 
-def _grade(exercise, files, args, device) -> int:
+def _isolation_asked(args, files) -> str | None:
+    """Several files are graded only in the sandbox, unless --no-sandbox says otherwise; one file in the
+    strongest isolation this machine has."""
+    if args.no_sandbox:
+        return isolation.FORK
+    if len(files) > 1:
+        return isolation.BWRAP
+    return None
+
+
+def _grade(exercise, files, args, device, mode: str) -> int:
     from .grading import Limits, grade
 
     done = itertools.count(1)
 
-    def progress(run) -> None:
-        print(f"{next(done)}/{len(files)} graded: {run.label}", file=sys.stderr)
+    def progress(submission) -> None:
+        print(f"{next(done)}/{len(files)} graded: {submission.label}", file=sys.stderr)
 
     results = grade(exercise.id, [str(f) for f in files], seed=args.seed, device=device, jobs=args.jobs,
                     limits=Limits.for_exercise(exercise, time_limit_s=args.time_limit), bench=args.bench,
                     on_done=progress if len(files) > 1 else None,
-                    isolation=isolation.FORK if args.no_sandbox else None)
+                    isolation=mode)
     from . import report  # imports torch: after the children started
 
     tampered = [r.label for r in results if r.tampered]

@@ -1,10 +1,12 @@
 """Grading: one child per submission, then the oracle's answers and the case module's checks.
 
-1. Children, `jobs` at a time, each watched by a Supervisor. A sandboxed child builds its own cases from the
-   seed, so it starts before this process imports torch and both load in parallel; a forked child inherits
-   the cases. A child that dies starts again after the case that ended it (at most `max_restarts` times).
+1. Children, `jobs` at a time, each watched by a Supervisor. A sandboxed child starts before this process
+   imports torch, and both load in parallel (its cases come pickled from here, built by a thread of its
+   Supervisor); a forked child inherits the cases. A child that dies starts again after the case that ended
+   it (at most `max_restarts` times), and one whose case asked for a fresh child goes on in a new one.
 2. Once every child has ended, the oracle runs here, where no child can reach it, and each case's check
-   compares the observations and names the usual mistake.
+   compares the observations and names the usual mistake. The Result of each submission is built here,
+   from what its children's Supervisors saw (supervisor.Seen): no Supervisor writes a Result.
 Unsandboxed, a child could rewrite what a verdict rests on: the status file and the judge's own files are
 digested around each forked child, and a change is tampering that stops the batch. A learner's other files
 are never looked at.
@@ -24,8 +26,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from . import registry, status
-from .isolation import BWRAP, FORK, bwrap_path
-from .outcome import PASSED, RUNTIME_ERROR, SKIPPED, TAMPERING, WRONG_ANSWER, Outcome
+from .isolation import BWRAP, DESCRIBE, FORK, choose
+from .outcome import PASSED, SKIPPED, TAMPERING, WRONG_ANSWER, Outcome
 from .protocol import CaseDone, decode, encode
 from .supervisor import Supervisor
 
@@ -70,43 +72,29 @@ class CaseResult:
 
 @dataclass
 class Result:
-    """One submission's grading: filled by its children's Supervisors while they run, then its cases."""
+    """One submission's grading, built here once its children have ended (from what their Supervisors saw)
+    and the oracle has answered its cases."""
     exercise_id: int
     title: str
     submission: Submission
     seed: int
     device: str
     mode: str                                       # isolation.BWRAP or FORK
-    cases: list = field(default_factory=list)       # CaseResult per case, once graded
+    isolation: str                                  # how the submission was kept in, in words
+    total: int                                      # cases
+    cases: list = field(default_factory=list)       # CaseResult per case
     load: Outcome | None = None                     # why it could not be graded at all
-    records: dict = field(default_factory=dict)     # case index -> CaseDone, as the children reported
-    stopped: dict = field(default_factory=dict)     # case index -> Outcome: refused, ended, skipped (stands)
-    total: int = 0                                  # cases, once known
-    printed: bytearray = field(default_factory=bytearray)    # the first bytes it printed
-    output_total: int = 0
+    output: str = ""                                # the first bytes it printed (output_keep_bytes)
+    output_total: int = 0                           # all it printed, in bytes
     bench: dict | None = None
-    isolation: str = ""                             # how the submission was kept in, in words
     tampered: list = field(default_factory=list)    # what changed while it ran unsandboxed
-    result_bytes: int = 0                           # read from its result channels, all children
-    cpu_spent: float = 0.0                          # CPU seconds of loading and cases in its ended children
-    restarts: int = 0
-    started: float = 0.0
-    finished: float = 0.0
-    wall_end: float = 0.0                           # the wall-clock backstop of loading plus all cases
+    duration_s: float = 0.0                         # from its first child's start to its last one's end
     wall_s: float = 0.0                             # the whole grading run (all files)
 
     @property
     def label(self) -> str:
         """The graded file, or "notebook"."""
         return self.submission.label
-
-    @property
-    def output(self) -> str:
-        return bytes(self.printed).decode("utf-8", "replace")
-
-    @property
-    def duration_s(self) -> float:
-        return max(0.0, self.finished - self.started)
 
     @property
     def passed(self) -> int:
@@ -123,7 +111,9 @@ class Result:
         if self.load is not None:
             return self.load.verdict
         failure = self.first_failure
-        return failure.verdict if failure else PASSED
+        if failure is None:
+            return PASSED
+        return failure.verdict
 
     @property
     def ok(self) -> bool:
@@ -133,20 +123,30 @@ class Result:
         return f"<Result {self.exercise_id} {self.label}: {self.verdict}, {self.passed}/{self.total} passed>"
 
 
+@dataclass
+class _Grading:
+    """One submission while its children run: grading's own bookkeeping, which no Supervisor writes."""
+    submission: Submission
+    mode: str
+    children: list = field(default_factory=list)    # supervisor.Seen of each ended child, in order
+    started: float | None = None
+    finished: float | None = None
+    tampered: bool = False
+
+
 def grade(exercise_id, submissions, *, seed: int = 0, device: str = "cpu", limits: Limits | None = None,
           jobs: int = 1, bench: bool = False, on_done=None, isolation: str | None = None) -> list[Result]:
     """Grade `submissions` (Submission objects, or paths) against exercise `exercise_id`'s hidden cases.
-    `isolation`: None picks the strongest this machine has; "fork" or "bwrap" forces one."""
+    `isolation`: None picks the strongest this machine has; "fork" or "bwrap" forces one (isolation.choose).
+    `on_done(submission)` is called as each one's last child ends."""
     t0 = time.perf_counter()
     exercise = registry.get(exercise_id)
     if device not in exercise.devices:
         raise ValueError(f"device: exercise {exercise.id} has cases for {exercise.devices}, got {device!r}")
     limits = limits or Limits.for_exercise(exercise)
-    if isolation == BWRAP and bwrap_path() is None:
-        raise RuntimeError("the bwrap sandbox was asked for, but `bwrap` is missing or cannot sandbox here")
+    sandbox = choose(isolation)
     subs = [s if isinstance(s, Submission) else Submission(str(s), os.path.abspath(s)) for s in submissions]
-    sandbox = BWRAP if isolation != FORK and bwrap_path() is not None else FORK     # a notebook's code: fork
-    runs = [Result(exercise.id, exercise.title, s, seed, device, sandbox if s.path else FORK) for s in subs]
+    runs = [_Grading(s, sandbox if s.path else FORK) for s in subs]      # a notebook's code: a fork
     torch = sys.modules.get("torch")
     cuda_started = torch is not None and torch.cuda.is_initialized()
     if device == "cuda" and cuda_started and FORK in (r.mode for r in runs):
@@ -155,14 +155,20 @@ def grade(exercise_id, submissions, *, seed: int = 0, device: str = "cpu", limit
     if exercise.triton and "triton" not in sys.modules:   # a fork inherits Triton's mode, chosen at import
         os.environ["TRITON_INTERPRET"] = "1" if device == "cpu" else "0"
     queue = deque((run, 0) for run in runs)           # (run, the case its next child starts from)
-    active = []                                       # Supervisors of the children running now
+    active = {}                                       # Supervisor of a child running now -> its _Grading
     stopped = False                                   # a tampering verdict stopped the batch
-    digest = _digest() if any(r.mode == FORK for r in runs) else None
+    digest = None
+    if any(r.mode == FORK for r in runs):
+        digest = _digest()
 
     def start_children(cases) -> None:
         while queue and len(active) < max(1, jobs) and not stopped and (cases or queue[0][0].mode == BWRAP):
             run, first = queue.popleft()
-            active.append(Supervisor(exercise, run, limits, first, seed, device, bench, cases))
+            if run.started is None:
+                run.started = time.monotonic()
+            sup = Supervisor(exercise, run.submission, run.mode, limits, first, seed, device, bench, cases,
+                             run.children)
+            active[sup] = run
 
     try:
         start_children(None)                          # sandboxed children load while torch loads here
@@ -173,48 +179,82 @@ def grade(exercise_id, submissions, *, seed: int = 0, device: str = "cpu", limit
         threads = torch.get_num_threads()
         torch.set_num_threads(1)          # small tensors: one thread is fastest, and nothing parallel to fork
         cases = module.build(seed, device)
-        for sup in active:                            # a sandboxed child said how many it built: believe none
-            if sup.run.total not in (0, len(cases)):
-                sup.stop(Outcome(RUNTIME_ERROR, f"the grading process said it built {sup.run.total} cases, "
-                                 f"the judge built {len(cases)}: a forged message, or cases that depend on "
-                                 "more than (seed, device)"))
-        for run in runs:
-            run.total = len(cases)
+        for sup in active:                            # started before the cases were built here
+            sup.total = len(cases)
         start_children(cases)
         while active:
             _watch(active)
             for sup in [s for s in active if s.poll()]:
-                active.remove(sup)
-                restart = sup.finish()
-                if sup.run.mode == FORK and _digest() != digest:    # and what ran beside it is suspect too
+                run = active.pop(sup)
+                seen = sup.finish()
+                run.children.append(seen)
+                if run.mode == FORK and _digest() != digest:      # and what ran beside it is suspect too
                     stopped = True
-                    for other in [sup, *active]:
-                        other.run.tampered = ["the status file or the judge's own files"]
-                        other.stop(Outcome(TAMPERING, "a file the verdict rests on changed while it ran"))
-                if restart is not None and not stopped:
-                    queue.appendleft((sup.run, restart))
+                    run.tampered = True
+                    for other, other_run in active.items():
+                        other_run.tampered = True
+                        other.stop(TAMPERED)
+                if seen.restart is not None and not stopped:
+                    queue.appendleft((run, seen.restart))
                 else:
-                    sup.run.finished = time.monotonic()
+                    run.finished = time.monotonic()
                     if on_done is not None:
-                        on_done(sup.run)
+                        on_done(run.submission)
                 start_children(cases)
     finally:                                          # Ctrl-C, or a judge bug: leave no child behind
         for sup in active:
             sup.abort()
-    for run in runs:
-        if stopped and not run.started:
-            run.load = Outcome(SKIPPED, "not graded: the batch stopped at a tampering verdict")
     oracle = exercise.oracle_namespace()
     expected = [_as_sent(module.run(oracle, case)) for case in cases]
     torch.set_num_threads(threads)
-    if bench and hasattr(module, "bench_report"):
-        for run in runs:                              # the library timed here, now that no child runs
-            run.bench = module.bench_report(run.bench, device) if run.bench else run.bench
     wall = time.perf_counter() - t0
+    results = []
     for run in runs:
-        run.wall_s = wall
-        run.cases = [_graded(module, run, i, *pair) for i, pair in enumerate(zip(cases, expected))]
-    return runs
+        result = _result(exercise, run, module, cases, expected, seed, device, limits, stopped)
+        if bench and hasattr(module, "bench_report") and result.bench:    # timed here, now no child runs
+            result.bench = module.bench_report(result.bench, device)
+        result.wall_s = wall
+        results.append(result)
+    return results
+
+
+TAMPERED = Outcome(TAMPERING, "a file the verdict rests on changed while it ran")
+
+
+def _result(exercise, run: _Grading, module, cases, expected, seed, device, limits, stopped) -> Result:
+    """The Result of one submission, from what its children's Supervisors saw (supervisor.Seen)."""
+    records = {}
+    ended = {}                                        # case index -> Outcome: refused, ended, skipped
+    load = None
+    bench = None
+    printed = bytearray()
+    output_total = 0
+    for seen in run.children:
+        records.update(seen.records)
+        for i, outcome in seen.stopped.items():
+            ended.setdefault(i, outcome)
+        load = load or seen.load
+        if seen.bench is not None:
+            bench = seen.bench
+        printed += seen.printed
+        output_total += seen.output_bytes
+    if stopped and run.started is None:
+        load = Outcome(SKIPPED, "not graded: the batch stopped at a tampering verdict")
+    tampered = []
+    if run.tampered:
+        tampered = ["the status file or the judge's own files"]
+    how = DESCRIBE[run.mode]
+    if limits.guards:
+        how += " + in-process guard"
+    duration = 0.0
+    if run.started is not None and run.finished is not None:
+        duration = run.finished - run.started
+    graded = [_graded(module, load, records.get(i), ended.get(i), case, answer)
+              for i, (case, answer) in enumerate(zip(cases, expected))]
+    return Result(exercise_id=exercise.id, title=exercise.title, submission=run.submission, seed=seed,
+                  device=device, mode=run.mode, isolation=how, total=len(cases), cases=graded, load=load,
+                  output=bytes(printed).decode("utf-8", "replace"), output_total=output_total, bench=bench,
+                  tampered=tampered, duration_s=duration)
 
 
 @contextlib.contextmanager
@@ -258,12 +298,14 @@ def _digest() -> str:
     return h.hexdigest()
 
 
-def _graded(module, run: Result, i: int, case, expected) -> CaseResult:
-    record = run.records.get(i)
-    if run.load is not None:
-        return CaseResult(case.name, Outcome(run.load.verdict, "not run: the submission could not be graded"))
-    if i in run.stopped or record is None:
-        return CaseResult(case.name, run.stopped.get(i, Outcome(SKIPPED, "not run")), None, case.show)
+def _graded(module, load, record, ended, case, expected) -> CaseResult:
+    """Case `case`'s result: `record` its CaseDone (or None), `ended` why it did not finish (or None)."""
+    if load is not None:
+        return CaseResult(case.name, Outcome(load.verdict, "not run: the submission could not be graded"))
+    if ended is not None:
+        return CaseResult(case.name, ended, None, case.show)
+    if record is None:
+        return CaseResult(case.name, Outcome(SKIPPED, "not run"), None, case.show)
     try:
         outcome = record.error or module.check(case, expected, record.observation)
     except Exception as exc:                     # the child's observation had an unexpected shape

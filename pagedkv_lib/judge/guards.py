@@ -37,8 +37,12 @@ def install(scratch: str, hidden: frozenset, hidden_dirs: tuple, allowed: frozen
     """Add the audit hook; `report(action)` tells the parent before the PermissionError is raised. `hidden`
     files and those under `hidden_dirs` may not be opened, except the `allowed` ones (the graded file)."""
     scratch = os.path.realpath(scratch) + os.sep
-    spawners, native = package_dirs("triton"), package_dirs("triton", "torch")
-    realpath, fspath, getframe, getpid = os.path.realpath, os.fspath, sys._getframe, os.getpid
+    spawners = package_dirs("triton")                 # may start processes (its compilers)
+    native = package_dirs("triton", "torch")          # may load native code through ctypes
+    realpath = os.path.realpath                       # the hook keeps its own references: a submission
+    fspath = os.fspath                                # that patches os or sys does not change them
+    getframe = sys._getframe
+    getpid = os.getpid
 
     def inside(path) -> bool:
         if isinstance(path, int):

@@ -6,10 +6,13 @@ static import closure of what the child runs (judge/child.py, the exercise's cas
 modules its reference solution imports, which the exercise may use) minus the closed set: a closed module
 is absent from the sandbox, so importing it is an ImportError and no object in the child's memory holds the
 answer. The closure reads import statements (lazy ones inside functions too) with `ast`, without importing
-anything. A case module's `PARENT_SIDE` functions run only in the judge's own process (a sandboxed child gets
-its cases from the judge), so their imports do not count; nor do `PARENT_MODULES`, the judge's own case
-code that drives the library (case scripts simulated on it, the attention checks' fp64 reference), which the
-case modules import only inside the functions that the judge runs.
+anything. A case module's `PARENT_SIDE` functions (the case modules' interface to the judge: what grading
+calls on them) run only in the judge's own process (a sandboxed child gets its cases from the judge), so
+their imports do not count; nor do the `PARENT_MODULES`, the judge's own case code that drives the library
+(case scripts simulated on it, the attention checks' fp64 reference): the case modules that other case
+modules import only inside functions, never at their top level. The list is written out, not found by a walk
+over every case module (that would cost each grading call a tenth of a second): a test makes that walk and
+fails when a module is missing from the list, or listed but imported at a top level.
 """
 from __future__ import annotations
 
@@ -47,14 +50,28 @@ def _exported(name: str) -> str | None:
     return f"{PACKAGE}.{where}" if where else None
 
 
+def parsed(name: str) -> tuple:
+    """(the top-level statements of library module `name`, the package its relative imports start from)."""
+    path = module_file(name)
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    if path.name == "__init__.py":
+        return tree.body, name
+    return tree.body, name.rpartition(".")[0]
+
+
 @functools.cache
 def imports_of(name: str) -> frozenset:
     """The library modules that module `name`'s import statements name (at any depth of its code)."""
-    path = module_file(name)
-    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    todo = [n for n in tree.body if not (name.startswith(CASES + ".") and isinstance(n, ast.FunctionDef)
-                                         and n.name in PARENT_SIDE)]
+    body, package = parsed(name)
+    kept = [n for n in body if not (name.startswith(CASES + ".") and isinstance(n, ast.FunctionDef)
+                                    and n.name in PARENT_SIDE)]
+    return imports_in(kept, package)
+
+
+def imports_in(statements, package: str) -> frozenset:
+    """The library modules that the import statements in `statements` (and the blocks inside them) name;
+    `package` is where a relative import starts."""
+    todo = list(statements)
     found = set()
     while todo:
         node = todo.pop()
@@ -79,7 +96,8 @@ def imports_of(name: str) -> frozenset:
 
 def closure(roots) -> frozenset:
     """Every library module that `roots` import, directly or not, with the packages above each."""
-    seen, todo = set(), list(roots)
+    seen = set()
+    todo = list(roots)
     while todo:
         name = todo.pop()
         if name in seen or name in PARENT_MODULES or module_file(name) is None:
@@ -140,7 +158,8 @@ def reduced_source(name: str, removed) -> str:
     that only they used: what an exercise may use that lives beside its answer (128's ModelInputs beside
     prepare_prefill, 135's gpu_dot_rule beside the puzzles' kernels), without the answer."""
     text = module_file(name).read_text(encoding="utf-8")
-    body, gone = ast.parse(text).body, set(removed)
+    body = ast.parse(text).body
+    gone = set(removed)
     while True:
         kept = [n for n in body if not _defined(n) & gone]
         used = {x.id for n in kept for x in ast.walk(n) if isinstance(x, ast.Name)}
@@ -165,7 +184,8 @@ def harness_files(exercise_id: int) -> tuple:
     from . import registry
 
     exercise = registry.get(exercise_id)
-    needed, objects = needed_modules(exercise), closed_objects(exercise)
+    needed = needed_modules(exercise)
+    objects = closed_objects(exercise)
     files = []
     for name in sorted(needed - set(exercise.closed)):
         path = module_file(name)

@@ -34,7 +34,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-BWRAP, FORK = "bwrap", "fork"
+BWRAP = "bwrap"
+FORK = "fork"
 DESCRIBE = {BWRAP: "bwrap sandbox (its own file tree without the answer, no network, own PID namespace, "
                    "kernel limits)",
             FORK: "forked child in its own process group (not a sandbox)"}
@@ -56,8 +57,12 @@ _CHILDREN = itertools.count()       # numbers this judge's sandboxed children by
 # seccomp: `struct seccomp_data` starts with nr (u32) and arch (u32); classic BPF as the kernel reads it
 _AUDIT_ARCH = {"x86_64": ((0xC000003E, 319, True), (0x40000003, 356, False)),   # arch, memfd_create, x32?
                "aarch64": ((0xC00000B7, 279, False), (0x40000028, 385, False))}
-_LD_W_ABS, _JEQ_K, _JGE_K, _RET_K = 0x20, 0x15, 0x35, 0x06
-_RET_ALLOW, _RET_EPERM = 0x7FFF0000, 0x00050000 | 1
+_LD_W_ABS = 0x20                    # BPF_LD | BPF_W | BPF_ABS
+_JEQ_K = 0x15                       # BPF_JMP | BPF_JEQ | BPF_K
+_JGE_K = 0x35                       # BPF_JMP | BPF_JGE | BPF_K
+_RET_K = 0x06                       # BPF_RET | BPF_K
+_RET_ALLOW = 0x7FFF0000             # SECCOMP_RET_ALLOW
+_RET_EPERM = 0x00050000 | 1         # SECCOMP_RET_ERRNO | EPERM
 _X32_BIT = 0x40000000
 
 
@@ -85,7 +90,8 @@ def bwrap_path() -> str | None:
     """The `bwrap` executable if it can build a sandbox on this machine, or None."""
     if os.environ.get("PAGEDKV_JUDGE_BWRAP", "1") == "0" or not sys.platform.startswith("linux"):
         return None
-    exe, true = shutil.which("bwrap"), shutil.which("true")
+    exe = shutil.which("bwrap")
+    true = shutil.which("true")
     if exe is None or true is None:
         return None
     try:
@@ -94,6 +100,25 @@ def bwrap_path() -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return exe if probe.returncode == 0 else None
+
+
+class SandboxMissing(RuntimeError):
+    """The bwrap sandbox was asked for, and this machine cannot build one."""
+
+
+def choose(asked: str | None) -> str:
+    """The isolation of a graded file: `asked` (BWRAP or FORK), or for None the strongest this machine has.
+    SandboxMissing when BWRAP is asked for and `bwrap_path` finds none."""
+    if asked not in (None, BWRAP, FORK):
+        raise ValueError(f"isolation: expected None, {BWRAP!r} or {FORK!r}, got {asked!r}")
+    if asked == FORK:
+        return FORK
+    if bwrap_path() is not None:
+        return BWRAP
+    if asked == BWRAP:
+        raise SandboxMissing("the bwrap sandbox was asked for, but `bwrap` is missing or cannot sandbox "
+                             "here: install bubblewrap (apt install bubblewrap)")
+    return FORK
 
 
 def _within(path: str, folder: str) -> bool:
@@ -181,7 +206,8 @@ def _readable(data: bytes) -> int:
 def bwrap_argv(tree, device: str) -> tuple:
     """(bwrap's arguments up to `--`, the descriptors they name, which the child must inherit and the
     judge close once it started)."""
-    argv, fds = [bwrap_path(), *_start(), "--clearenv"], []
+    argv = [bwrap_path(), *_start(), "--clearenv"]
+    fds = []
     for key, value in environment(device).items():
         argv += ["--setenv", key, value]
     for option, *args in tree:

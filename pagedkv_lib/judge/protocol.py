@@ -3,7 +3,8 @@ a fork inherits it), JSON lines back on a pipe, one object per message:
 
     {"type": "ready", "cases": 23}             set up (torch, 23 cases, limits, guard): the submission's clock
     {"type": "loaded", "error": null | O}      the submission imported, or why it cannot be graded
-    {"type": "case", "index": 3, "time_s": 0.01, "observation": ..., "error": null | O}   case 3's result
+    {"type": "case", "index": 3, "time_s": 0.01, "observation": ..., "error": null | O,
+     "fresh_child": false}                     case 3's result; true: the next case needs a fresh child
     {"type": "refused", "action": "..."}       a guard refused something: that is the verdict
     {"type": "done", "figures": null | {...}}  every case ran (and the benchmark, if asked for, gave figures)
 
@@ -70,6 +71,7 @@ class CaseDone:
     time_s: float
     observation: object = None
     error: Outcome | None = None
+    fresh_child: bool = False         # the case may have left the process corrupt: end it, go on in a new one
 
 
 @dataclass(frozen=True)
@@ -121,6 +123,12 @@ def _text(value) -> str:
     if type(value) is not str:
         raise ProtocolError(f"expected text, got a {type(value).__name__}")
     return clip(value)
+
+
+def _flag(value) -> bool:
+    if type(value) is not bool:
+        raise ProtocolError(f"expected true or false, got {clip(repr(value))}")
+    return value
 
 
 def _error(value):
@@ -199,7 +207,7 @@ def _tensor(fields_):
 
 
 _FIELDS = {"cases": _count, "index": _count, "time_s": _seconds, "action": _text, "error": _error,
-           "observation": from_plain, "figures": _figures}
+           "observation": from_plain, "figures": _figures, "fresh_child": _flag}
 
 
 class LineReader:
@@ -227,7 +235,9 @@ class Channel:
     `os` or this module does not change what the judge itself sends."""
 
     def __init__(self, fd: int):
-        self.fd, self._write, self._encode = fd, os.write, encode
+        self.fd = fd
+        self._write = os.write
+        self._encode = encode
 
     def send(self, message) -> None:
         view = memoryview(self._encode(message))

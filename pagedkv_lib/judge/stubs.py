@@ -19,13 +19,16 @@ from pathlib import Path
 
 from .registry import EXERCISES, ROOT
 
-BEGIN, END = "# BEGIN SOLUTION", "# END SOLUTION"
+BEGIN = "# BEGIN SOLUTION"
+END = "# END SOLUTION"
 _DEF = re.compile(r"^(\s*)(?:async\s+def|def|class)\s+(\w+)")
 
 
 def make_stub(source: str, exercise_id: int) -> str:
     """The stub of one solution file's text."""
-    lines, out, i = source.splitlines(), [], 0
+    lines = source.splitlines()
+    out = []
+    i = 0
     while i < len(lines):
         line = lines[i]
         if line.strip() != BEGIN:
@@ -82,7 +85,8 @@ def shipped_stubs(exercise) -> set[str]:
 
 def write_stub(exercise, force: bool = False) -> str:
     """Write one exercise's stub into practice/, never losing a learner's file; says what it did."""
-    target, stub = exercise.practice_path, stub_of(exercise)
+    target = exercise.practice_path
+    stub = stub_of(exercise)
     old = target.read_text(errors="replace") if target.exists() else None
     if old == stub:
         return f"unchanged {target}: it already is the stub"

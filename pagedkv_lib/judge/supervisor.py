@@ -1,6 +1,8 @@
 """The parent's watch over one child: start it, read its messages and output, end it at a limit, say why it
-ended, and reap it (no zombie, whatever the submission did). Its messages move it through phases, each with
-a limit: starting --ready--> loading --loaded--> cases (0, 1, ...) --> (bench) --done--> done.
+ended, and reap it (no zombie, whatever the submission did). What it saw, it reports as a `Seen` (the cases
+finished, what was printed, how the child ended, where a new child goes on); grading.py builds the Result.
+Its messages move it through phases, each with a limit:
+starting --ready--> loading --loaded--> cases (0, 1, ...) --> (bench) --done--> done.
 
 Time is CPU time, as contest judges measure it: the parent reads the child's CPU seconds itself, from /proc,
 summed over the child's process tree (a sandbox's tree under bwrap; a fork itself), and a phase (loading,
@@ -28,6 +30,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass, field
 
 from . import isolation, registry
 from .outcome import MEMORY_HINT, MEMORY_LIMIT, RUNTIME_ERROR, SKIPPED, TIME_LIMIT, Outcome
@@ -133,34 +136,71 @@ def _children_by_parent(parents: dict, pid: int) -> set:
     return {child for child, parent in parents.items() if parent == pid}
 
 
-class Supervisor:
-    """One child running the submission of `run` (a grading.Result) from case `start` on."""
+@dataclass
+class Seen:
+    """What one child did, as its Supervisor saw it. The grader (grading.py) builds the submission's Result
+    from the Seen of all its children, as DMOJ's judge-server lets the grader own the result it returns."""
+    start: int                                      # the first case it ran
+    records: dict = field(default_factory=dict)     # case index -> CaseDone, as the child reported it
+    stopped: dict = field(default_factory=dict)     # case index -> Outcome: refused, ended it, skipped after
+    load: Outcome | None = None                     # why the submission could not be graded at all
+    bench: dict | None = None                       # the benchmark's figures, or its error
+    printed: bytearray = field(default_factory=bytearray)   # the first bytes it printed (after earlier ones)
+    output_bytes: int = 0                           # all it printed
+    result_bytes: int = 0                           # all it wrote on its result channel
+    cpu_s: float = 0.0                              # CPU seconds of loading and cases
+    wall_end: float = 0.0                           # the wall-clock backstop of loading plus all cases
+    restart: int | None = None                      # the case a new child starts from, if one does
+    fresh: bool = False                             # ... because the child asked for one (not a crash)
 
-    def __init__(self, exercise, run, limits, start: int, seed: int, device: str, bench: bool, cases=None):
-        self.run, self.limits, self.bench = run, limits, bench
-        self.scratch, self.watcher = (None, None) if run.mode == isolation.BWRAP else isolation.scratch_dir()
+
+class Supervisor:
+    """One child running `submission` (a grading.Submission) from case `start` on, in isolation `mode`.
+    `earlier`: the Seen of the submission's children before this one, whose CPU, output and restarts count
+    against the same limits. `total`: the cases the judge built, once it has (grading sets it)."""
+
+    def __init__(self, exercise, submission, mode: str, limits, start: int, seed: int, device: str,
+                 bench: bool, cases=None, earlier=()):
+        self.limits = limits
+        self.bench = bench
+        self.mode = mode
+        self.device = device
+        if mode == isolation.BWRAP:
+            self.scratch = None
+            self.watcher = None
+        else:
+            self.scratch, self.watcher = isolation.scratch_dir()
         cpu_s = int(limits.import_limit_s + limits.total_limit_s + bench * limits.bench_limit_s) + 5
-        job = Job(exercise.id, run.submission.path, seed, device, start, bench,
+        job = Job(exercise.id, submission.path, seed, device, start, bench,
                   self.scratch or isolation.SCRATCH, limits.memory_limit_mb, cpu_s, limits.guards)
         res_r, res_w = os.pipe()
         out_r, out_w = os.pipe()
-        if run.mode == isolation.BWRAP:
+        if mode == isolation.BWRAP:
             self.proc = _exec_in_sandbox(job, res_w, out_w, cases)
             self.pid = self.proc.pid
         else:
             self.proc = None
-            self.pid = _fork(job, cases, run.submission.namespace, res_w, out_w)
+            self.pid = _fork(job, cases, submission.namespace, res_w, out_w)
         os.close(res_w)
         os.close(out_w)
         for fd in (res_r, out_r):
             os.set_blocking(fd, False)
-        self.res_fd, self.out_fd = res_r, out_r
+        self.res_fd = res_r
+        self.out_fd = out_r
         self.open_fds = {res_r, out_r}               # not at end of file yet
         self.reader = LineReader()
         self.phase = "starting"
         self.next = start                            # the case it runs now
+        self.total = None if cases is None else len(cases)     # the cases the judge built
+        self.seen = Seen(start)
+        self.cpu_before = sum(s.cpu_s for s in earlier)          # the budgets that earlier children used
+        self.output_before = sum(s.output_bytes for s in earlier)
+        self.result_before = sum(s.result_bytes for s in earlier)
+        self.keep_bytes = limits.output_keep_bytes - sum(len(s.printed) for s in earlier)
+        self.restarts = sum(s.restart is not None and not s.fresh for s in earlier)
+        self.wall_end = max((s.wall_end for s in earlier), default=0.0)
         self.outcome: Outcome | None = None          # why the judge ended it, once it did
-        self.wild_case: int | None = None            # a case that wrote outside its tensors: ended after it
+        self.fresh_asked = False                     # it reported a case after which it must not go on
         self.ended: tuple | None = None              # (signal, exit code), once it has exited
         self.reaped = False                          # then its pid may name another process: never signal
         self.tree = ProcessTree(self.pid)
@@ -169,10 +209,6 @@ class Supervisor:
         self.cpu_mark = 0.0                          # ... when the phase began
         self.deadline = time.monotonic() + limits.startup_limit_s      # the phase's wall clock
         self.loaded_at: float | None = None
-        run.started = run.started or time.monotonic()
-        run.isolation = isolation.DESCRIBE[run.mode]
-        if limits.guards:
-            run.isolation += " + in-process guard"
 
     # ------------------------------------------------------------------------------------------------------
     # reading
@@ -185,21 +221,22 @@ class Supervisor:
             return False
         if not data:
             self.open_fds.discard(fd)
-        run, lim = self.run, self.limits
+        seen = self.seen
+        lim = self.limits
         if fd == self.out_fd:
-            run.output_total += len(data)
-            run.printed += data[: max(0, lim.output_keep_bytes - len(run.printed))]
-            if run.output_total > lim.output_limit_bytes and self.outcome is None:
+            seen.output_bytes += len(data)
+            seen.printed += data[: max(0, self.keep_bytes - len(seen.printed))]
+            if self.output_before + seen.output_bytes > lim.output_limit_bytes and self.outcome is None:
                 self.drain(self.res_fd)               # what it reported before the flood comes first
                 self.stop(Outcome(RUNTIME_ERROR, f"output limit: more than {lim.output_limit_bytes} bytes "
                                   "printed to stdout/stderr", "remove the prints (or print much less)"))
         elif data and self.outcome is None:
-            run.result_bytes += len(data)
+            seen.result_bytes += len(data)
             try:
-                cap = MAX_RESULT_BYTES[run.device]
-                if run.result_bytes > cap:
+                cap = MAX_RESULT_BYTES[self.device]
+                if self.result_before + seen.result_bytes > cap:
                     raise ProtocolError(f"more than {cap} bytes on the result channel")
-                for message in self.reader.feed(data, run.device):
+                for message in self.reader.feed(data, self.device):
                     self._handle(message, time.monotonic())
             except ProtocolError as err:
                 self.stop(Outcome(RUNTIME_ERROR, "the judge's result channel held data it did not write "
@@ -214,61 +251,64 @@ class Supervisor:
                 return
 
     def _handle(self, message, now: float) -> None:
-        run, lim = self.run, self.limits
-        if self.wild_case is not None:                # ended after a wild write: nothing more counts
+        seen = self.seen
+        lim = self.limits
+        if self.fresh_asked:                          # ended after a case that asked for it: nothing counts
             return
         if isinstance(message, Refused):              # the refusal is the verdict, whatever happens next
             refused = Outcome(RUNTIME_ERROR, f"refused by the judge: {message.action}", REFUSED_HINT)
             if self.phase == "cases":
-                run.stopped.setdefault(self.next, refused)
-            elif run.load is None:
-                run.load = refused
+                seen.stopped.setdefault(self.next, refused)
+            elif seen.load is None:
+                seen.load = refused
             return
-        if self.phase not in _PHASES[type(message)] or (isinstance(message, Done) and self.next < run.total):
+        if self.phase not in _PHASES[type(message)] or (isinstance(message, Done) and self.next < self.total):
             raise ProtocolError(f"{type(message).__name__} while {self.phase} (case {self.next})")
         cpu = self._cpu()
         if isinstance(message, Ready):                # the submission's own clock starts now
-            if run.total not in (0, message.cases):
-                raise ProtocolError(f"the child built {message.cases} cases, the judge {run.total}")
-            run.total = message.cases
-            run.wall_end = run.wall_end or now + BACKSTOP * (lim.import_limit_s + lim.total_limit_s)
+            if message.cases != self.total:           # a sandboxed child gets the judge's own cases
+                raise ProtocolError(f"the child built {message.cases} cases, the judge {self.total}: a "
+                                    "forged message, or cases that depend on more than (seed, device)")
+            self.wall_end = self.wall_end or now + BACKSTOP * (lim.import_limit_s + lim.total_limit_s)
+            seen.wall_end = self.wall_end
             self.cpu_ready = cpu
             self._begin("loading", now, cpu)
             return
         if isinstance(message, Loaded):
             self.loaded_at = now
             if message.error is not None:
-                run.load = run.load or message.error
+                seen.load = seen.load or message.error
                 self._begin("done", now, cpu)
                 return
         if isinstance(message, Done):
-            run.bench = message.figures
+            seen.bench = message.figures
             self._begin("done", now, cpu)
             return
         if isinstance(message, CaseDone):
             if message.index != self.next:
                 raise ProtocolError(f"case {message.index} reported, expected {self.next}")
             watched = now - (self.loaded_at or now)   # a case cannot have taken longer than the parent saw
-            run.records[self.next] = CaseDone(message.index, min(message.time_s, watched),
-                                              message.observation, message.error)
+            seen.records[self.next] = CaseDone(message.index, min(message.time_s, watched),
+                                               message.observation, message.error)
             self.next += 1
-            if isinstance(message.observation, dict) and message.observation.get("wild_writes"):
-                self.wild_case = message.index        # its heap may be corrupt (cases/kernel_harness.py):
-                isolation.kill(self.pid)              # the next case runs in a fresh child
-        if self.next == run.total and self.bench:
+            if message.fresh_child:                   # its memory may be corrupt: the next case runs in a
+                self.fresh_asked = True               # fresh child
+                isolation.kill(self.pid)
+        if self.next == self.total and self.bench:
             self._begin("bench", now, cpu)
         else:
             self._begin("cases", now, cpu)
 
     def _begin(self, phase: str, now: float, cpu: float) -> None:
         """Phase `phase` starts: its CPU from `cpu` on, its wall clock BACKSTOP times its CPU limit."""
-        self.phase, self.cpu_mark = phase, cpu
+        self.phase = phase
+        self.cpu_mark = cpu
         if phase == "done":
             self.deadline = now + EXIT_GRACE_S
             return
         self.deadline = now + BACKSTOP * getattr(self.limits, _LIMIT_S[phase])
         if phase == "cases":
-            self.deadline = min(self.deadline, self.run.wall_end)
+            self.deadline = min(self.deadline, self.wall_end)
 
     # ------------------------------------------------------------------------------------------------------
     # limits
@@ -291,7 +331,7 @@ class Supervisor:
         cpu = self._cpu()
         if cpu - self.cpu_mark > getattr(self.limits, _LIMIT_S[self.phase]):
             return True
-        return self.phase != "bench" and self.run.cpu_spent + self.spent() > self._budget()
+        return self.phase != "bench" and self.cpu_before + self.spent() > self._budget()
 
     def _budget(self) -> float:
         return self.limits.import_limit_s + self.limits.total_limit_s
@@ -328,10 +368,10 @@ class Supervisor:
         limit_s = getattr(lim, _LIMIT_S[self.phase])
         if self.cpu_s - self.cpu_mark > limit_s:
             return Outcome(TIME_LIMIT, _LATE[self.phase].format(**vars(lim)), TOO_MUCH)
-        if self.phase != "bench" and self.run.cpu_spent + self.spent() > self._budget():
+        if self.phase != "bench" and self.cpu_before + self.spent() > self._budget():
             return Outcome(TIME_LIMIT, f"loading it and all cases used more than {self._budget():g} s of CPU",
                            TOO_MUCH)
-        if self.phase == "cases" and time.monotonic() >= self.run.wall_end:
+        if self.phase == "cases" and time.monotonic() >= self.wall_end:
             budget = self._budget()
             return Outcome(TIME_LIMIT, f"loading it and all cases took longer than {BACKSTOP * budget:g} "
                            f"s on the clock (the budget is {budget:g} s of CPU)", TOO_MUCH)
@@ -342,42 +382,47 @@ class Supervisor:
     # ------------------------------------------------------------------------------------------------------
     # the end
 
-    def finish(self) -> int | None:
-        """After `poll` said it ended: reap it, read what is left, record why it ended. Returns the case to
-        restart from in a new child, or None."""
+    def finish(self) -> Seen:
+        """After `poll` said it ended: reap it, read what is left, record why it ended and where a new child
+        goes on (`Seen.restart`)."""
         self._cpu()                                   # its last reading, before it is reaped
         self._reap()                                  # whatever it left in its group, before its pid is free
         self.drain(self.res_fd)
         self.drain(self.out_fd)
         self._close()
-        run, lim = self.run, self.limits
-        wild = self.wild_case is not None and self.outcome is None    # killed after a wild write: go on
-        run.cpu_spent += self.spent()
+        seen = self.seen
+        lim = self.limits
+        fresh = self.fresh_asked and self.outcome is None     # ended by the judge as it asked: go on
+        seen.cpu_s = self.spent()
         if self.phase == "done" and self.outcome is None:
-            return None
+            return seen
         outcome = self.outcome or self._ended_how()
         if self.phase != "cases":
             if self.phase == "bench":
-                run.bench = {"error": outcome.message}
-            elif run.load is None:
-                run.load = outcome
-            return None
-        if not wild:                                 # a wild case failed alone: restarts after it are free
-            run.stopped.setdefault(self.next, outcome)
-        rest = self.next if wild else self.next + 1
-        room = run.cpu_spent < self._budget() - lim.time_limit_s and time.monotonic() < run.wall_end
-        if rest < run.total and (wild or run.restarts < lim.max_restarts) and room:
-            if not wild:
-                run.restarts += 1
-            return rest
-        for i in range(rest, run.total):
-            run.stopped[i] = Outcome(SKIPPED, f"not run: case {rest - 1} ended the process")
-        return None
+                seen.bench = {"error": outcome.message}
+            elif seen.load is None:
+                seen.load = outcome
+            return seen
+        if not fresh:                                 # a case that asked for a fresh child failed alone
+            seen.stopped.setdefault(self.next, outcome)
+        if fresh:
+            rest = self.next
+        else:
+            rest = self.next + 1
+        spent = self.cpu_before + seen.cpu_s
+        room = spent < self._budget() - lim.time_limit_s and time.monotonic() < self.wall_end
+        if rest < self.total and (fresh or self.restarts < lim.max_restarts) and room:
+            seen.restart = rest                       # restarts after a fresh child's case are free
+            seen.fresh = fresh
+            return seen
+        for i in range(rest, self.total):
+            seen.stopped[i] = Outcome(SKIPPED, f"not run: case {rest - 1} ended the process")
+        return seen
 
     def _ended_how(self) -> Outcome:
         """Why a child that the judge did not stop ended: a signal, or an early exit."""
         sig, code = self.ended
-        if self.run.mode == isolation.BWRAP and code is not None and code > 128:    # bwrap passes a signal on
+        if self.mode == isolation.BWRAP and code is not None and code > 128:    # bwrap passes a signal on
             sig, code = code - 128, None
         if sig == signal.SIGKILL:
             return Outcome(MEMORY_LIMIT, "killed by the system (out of memory?)", MEMORY_HINT)

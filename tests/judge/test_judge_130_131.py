@@ -149,7 +149,8 @@ def test_130_the_cpu_report_names_the_clause_only_the_gpu_cases_check():
     from pagedkv_lib.judge.outcome import Outcome
 
     def report_on(device: str) -> str:
-        result = Result(130, "Triton store_kvcache", Submission("x.py"), 0, device, "fork",
+        result = Result(exercise_id=130, title="Triton store_kvcache", submission=Submission("x.py"), seed=0,
+                        device=device, mode="fork", isolation="a fork", total=0,
                         load=Outcome("not implemented", "nothing graded"))
         return report.text(result, timing=False)
 

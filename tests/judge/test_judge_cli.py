@@ -225,6 +225,21 @@ def test_judge_cli_grades_several_files_unsandboxed_only_when_asked(tmp_path, mo
     assert all("not a sandbox" in r["isolation"] for r in json.loads(capsys.readouterr().out))
 
 
+def test_the_isolation_is_chosen_in_one_place_and_a_missing_sandbox_asked_for_is_an_error(monkeypatch):
+    from pagedkv_lib.judge import isolation
+
+    monkeypatch.setattr(isolation, "bwrap_path", lambda: None)
+    assert isolation.choose(None) == isolation.FORK and isolation.choose("fork") == isolation.FORK
+    with pytest.raises(isolation.SandboxMissing, match="apt install bubblewrap"):
+        isolation.choose("bwrap")
+    with pytest.raises(isolation.SandboxMissing):              # grade asks the same function
+        grade(122, [str(registry.get(122).solution_path)], isolation="bwrap")
+    with pytest.raises(ValueError, match="expected None, 'bwrap' or 'fork', got 'sandbox'"):
+        isolation.choose("sandbox")
+    monkeypatch.setattr(isolation, "bwrap_path", lambda: "/usr/bin/bwrap")
+    assert isolation.choose(None) == isolation.BWRAP and isolation.choose("fork") == isolation.FORK
+
+
 def test_judge_seed_reruns_the_same_random_cases_and_changes_them():
     for exercise in registry.EXERCISES.values():
         if exercise.id > 129:

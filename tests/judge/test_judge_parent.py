@@ -198,3 +198,29 @@ def test_without_proc_the_limits_are_the_wall_clocks(tmp_path, monkeypatch):
     assert ok.ok, (ok.verdict, ok.first_failure)
     assert looped.verdict == "time limit"
     assert f"no answer after {LIMITS.time_limit_s:g} s on the clock" in looped.first_failure.outcome.message
+
+
+def test_a_child_whose_count_of_cases_differs_from_the_judges_is_not_believed(tmp_path):
+    """The one case-count check (Supervisor._handle, on `ready`): a child that says it built other cases
+    than the judge ends with a runtime error, and what the Supervisor reports (`Seen`) says so; it grades
+    nothing."""
+    from pagedkv_lib.judge import registry
+    from pagedkv_lib.judge.grading import Submission, _watch
+    from pagedkv_lib.judge.isolation import FORK
+    from pagedkv_lib.judge.outcome import RUNTIME_ERROR
+    from pagedkv_lib.judge.supervisor import Supervisor
+
+    exercise = registry.get(122)
+    cases = exercise.cases().build(0, "cpu")
+    path = tmp_path / "122_slot_mapping.py"
+    path.write_text(SOLUTION_122)
+    sup = Supervisor(exercise, Submission(str(path), str(path)), FORK, LIMITS, 0, 0, "cpu", False, cases)
+    sup.total = len(cases) + 1                        # what the judge would say had it built one more
+    try:
+        while not sup.poll():
+            _watch([sup])
+        seen = sup.finish()
+    finally:                                          # a failed assertion above leaves no child behind
+        sup.abort()
+    assert seen.load.verdict == RUNTIME_ERROR and not seen.records, seen
+    assert f"the child built {len(cases)} cases, the judge {len(cases) + 1}" in seen.load.details[0]

@@ -60,7 +60,7 @@ def test_lines_split_anywhere_still_make_whole_messages():
 def test_a_child_cannot_claim_a_pass_or_a_verdict_the_judge_does_not_know():
     for claimed in (PASSED, "tampering", "skipped", "excellent", None):
         line = json.dumps({"type": "case", "index": 0, "time_s": 0.0, "observation": None,
-                           "error": {"verdict": claimed}})
+                           "error": {"verdict": claimed}, "fresh_child": False})
         assert decode(line.encode()).error.verdict == RUNTIME_ERROR
     said = Outcome(NOT_IMPLEMENTED, "NotImplementedError", "replace it")
     assert decode(encode(Loaded(said))).error == said
@@ -85,13 +85,15 @@ def test_a_line_longer_than_the_limit_is_a_protocol_error_before_it_ends():
 
 
 def case_line(**fields) -> bytes:
-    body = {"type": "case", "index": 0, "time_s": 0.0, "observation": None, "error": None, **fields}
+    body = {"type": "case", "index": 0, "time_s": 0.0, "observation": None, "error": None,
+            "fresh_child": False, **fields}
     return json.dumps(body).encode()
 
 
 @pytest.mark.parametrize("line", [
     case_line(time_s=float("nan")), case_line(time_s=float("inf")), case_line(time_s=-1.0),
     case_line(index=-1), case_line(index=10**9), case_line(verdict="passed"),
+    case_line(fresh_child=1), case_line(fresh_child="yes"), case_line(fresh_child=None),
     b'{"type": "case", "index": 0, "time_s": 0.0, "error": null}',             # a field missing
     b'{"type": "ready", "cases": NaN}', b'{"type": "refused", "action": 3}',
     b'{"type": "done", "figures": {"gbs": Infinity}}', b'{"type": "done", "figures": [1]}',
@@ -114,3 +116,9 @@ def test_a_stream_of_lines_each_under_the_cap_but_one_over_it_is_refused_before_
     reader, limit = LineReader(), MAX_MESSAGE_BYTES["cpu"]
     with pytest.raises(ProtocolError):
         reader.feed(b"[" * (limit + 1) + b"\n" + encode(Ready(3)))
+
+
+def test_a_case_that_asks_for_a_fresh_child_says_so_in_a_field_of_its_own():
+    asked = decode(encode(CaseDone(4, 0.25, {"wild_writes": []}, None, True)))
+    assert asked.fresh_child is True and asked.observation == {"wild_writes": []}
+    assert decode(encode(CaseDone(4, 0.25, {"wild_writes": ["out[-1]"]}))).fresh_child is False

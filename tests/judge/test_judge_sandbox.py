@@ -56,6 +56,25 @@ def test_no_closed_module_is_in_an_exercises_closure_but_cut_down(exercise_id):
     assert {f"{harness.CASES}.ex{exercise_id}", f"{harness.PACKAGE}.judge.child"} <= needed
 
 
+def test_parent_modules_are_the_case_modules_imported_only_inside_functions():
+    """harness.PARENT_MODULES is written out: a walk over every case module's imports finds the same set (a
+    new case module that only functions import is missing from the list; a listed one imported at a module's
+    top level would be in a child's closure)."""
+    at_top = set()
+    in_functions = set()
+    for path in sorted((harness.PACKAGE_DIR / "judge" / "cases").glob("*.py")):
+        name = harness.CASES if path.stem == "__init__" else f"{harness.CASES}.{path.stem}"
+        body, package = harness.parsed(name)
+        for node in body:
+            found = harness.imports_in([node], package)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                in_functions |= found
+            else:
+                at_top |= found
+    derived = {n for n in in_functions - at_top if n.startswith(harness.CASES + ".")}
+    assert harness.PARENT_MODULES == derived, sorted(harness.PARENT_MODULES ^ derived)
+
+
 def test_the_tree_of_127_lists_no_answer_and_the_harness_it_needs():
     """`python -m pagedkv_lib.judge.isolation 127` prints the binds: the case module and the child are there,
     BlockPool's and append_slot's modules, solutions/ and .git are not, and the root ends read-only."""
