@@ -75,6 +75,9 @@ def imports_in(statements, package: str) -> frozenset:
     found = set()
     while todo:
         node = todo.pop()
+        if _type_checking_only(node):             # `if TYPE_CHECKING:` never runs: its imports need no file
+            todo.extend(node.orelse)
+            continue
         for block in ("body", "orelse", "finalbody", "handlers", "cases"):   # statements only: imports are
             todo.extend(getattr(node, block, ()))                            # statements
         if isinstance(node, ast.Import):
@@ -92,6 +95,15 @@ def imports_in(statements, package: str) -> frozenset:
                 elif base == PACKAGE:
                     found.add(_exported(alias.name) or base)
     return frozenset(n for n in found if module_file(n) is not None)
+
+
+def _type_checking_only(node) -> bool:
+    """`if TYPE_CHECKING:` (or `typing.TYPE_CHECKING`): a block for type checkers, never run."""
+    if not isinstance(node, ast.If):
+        return False
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
 def closure(roots) -> frozenset:

@@ -288,3 +288,16 @@ def test_a_root_judge_has_no_user_namespace_and_a_user_judge_has_one(euid, monke
         kept = {start[i + 1] for i, arg in enumerate(start) if arg == "--cap-add"}
         assert kept == {"CAP_SETUID", "CAP_SETGID", "CAP_CHOWN"}
     assert isolation.sandbox_uid() != isolation.sandbox_uid()          # two children, two uids
+
+
+def test_the_import_walk_skips_what_only_type_checkers_read():
+    """A module's `if TYPE_CHECKING:` imports never run (core/sequence.py names the engine's
+    SamplingParams that way): following them would put the engine, and the answers it holds, into the
+    closure of exercises that only need a Sequence."""
+    source = ("import typing\nfrom typing import TYPE_CHECKING\n"
+              "if TYPE_CHECKING:\n    from pagedkv_lib.engine import sampler\n"
+              "else:\n    from pagedkv_lib.core import sequence\n"
+              "if typing.TYPE_CHECKING:\n    from pagedkv_lib.engine import llm_engine\n")
+    found = harness.imports_in(ast.parse(source).body, "pagedkv_lib")
+    assert "pagedkv_lib.core.sequence" in found
+    assert not {"pagedkv_lib.engine.sampler", "pagedkv_lib.engine.llm_engine"} & found, found
