@@ -17,14 +17,18 @@ must be one the graph was captured for:
 The step's inputs are the one `prepare_decode` (core/model_inputs.py), which adds the padding rows and
 the width when the model runner asks for them; this module only copies them into the static buffers:
 
-    step t:  prepare_decode(seqs, padded_batch_size, max_num_blocks) on the host -> async copies to the
-             device (ModelRunner.to_device; placeholder ids resolved there, engine/future_tokens.py) ->
-             `run`: one device copy per field into the static buffers -> replay the graph of that size ->
-             hidden states of the padded rows, of which the runner keeps the first B
+    step t:  prepare_decode(seqs, padded_batch_size, max_num_blocks) on the host -> `load`: written into a
+             pinned staging buffer laid out as the static buffers are, then ONE asynchronous copy to the
+             device -> placeholder ids resolved there (engine/future_tokens.py) -> replay the graph of that
+             size -> hidden states of the padded rows, of which the runner keeps the first B
 
-nano-vllm copies its prepared tensors into the graph variables the same way (`graph_vars[...][:bs] =`).
-Each step's host tensors are fresh pinned memory, so with overlap scheduling the host may prepare step t+1
-while step t's copies still wait in the stream.
+The static buffers are views of one device buffer (`input_ids`, `positions`, `slot_mapping`, `context_lens`,
+then `block_tables`, each `max_bs` rows), so a step's inputs travel in one copy of its leading bytes: a copy
+per field costs the host a call each, several times the copy itself at these sizes (nano-vllm copies its
+prepared tensors into the graph variables one by one, `graph_vars[...][:bs] =`). Two staging buffers are
+used in turn, each with an event after its copy: with overlap scheduling the host fills step t+1's while
+step t's copy may still wait in the stream, and it waits (for the copy of step t-1, long done) only before
+reusing a buffer.
 
 A graph is captured the first time its size is needed (nano-vllm captures the whole ladder at start-up):
 by then the first prefill has set an fp8 cache's scales, which the graph bakes in. Before each capture one
@@ -35,9 +39,13 @@ in a buffer allocated outside it, so nothing a later capture reuses is read afte
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
 from pagedkv_lib.core.model_inputs import ModelInputs
+
+from .future_tokens import resolve_placeholders
 
 LADDER_STEP = 16
 
@@ -58,6 +66,9 @@ def padded_batch_size(batch_size: int, sizes: list[int]) -> int:
     raise ValueError(f"batch_size: expected at most {sizes[-1]} (the largest graph), got {batch_size}")
 
 
+FIELDS = ("input_ids", "positions", "slot_mapping", "context_lens", "block_tables")   # their order in memory
+
+
 class DecodeGraphs:
     def __init__(self, model, kv_cache: torch.Tensor, max_num_seqs: int, max_model_len: int, block_size: int):
         self.model = model
@@ -66,16 +77,30 @@ class DecodeGraphs:
         max_bs = self.batch_sizes[-1]
         self.max_num_blocks = -(-max_model_len // block_size)             # M: every table's width
         device = kv_cache.device
-        # the buffers the graphs read, allocated once; max_seqlen_k is an int the capture bakes in
-        self.static = ModelInputs(
-            is_prefill=False,
-            input_ids=torch.zeros(max_bs, dtype=torch.int64, device=device),               # [max_bs]
-            positions=torch.zeros(max_bs, dtype=torch.int64, device=device),               # [max_bs]
-            slot_mapping=torch.zeros(max_bs, dtype=torch.int32, device=device),            # [max_bs]
-            cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=1, max_seqlen_k=max_model_len,
-            context_lens=torch.zeros(max_bs, dtype=torch.int32, device=device),            # [max_bs]
-            block_tables=torch.zeros(max_bs, self.max_num_blocks, dtype=torch.int32,
-                                     device=device))                                       # [max_bs, M]
+        self.cuda = device.type == "cuda"
+        shapes = {"input_ids": ((max_bs,), torch.int64), "positions": ((max_bs,), torch.int64),
+                  "slot_mapping": ((max_bs,), torch.int32), "context_lens": ((max_bs,), torch.int32),
+                  "block_tables": ((max_bs, self.max_num_blocks), torch.int32)}
+        self.offsets = {}                                                 # field -> its first byte
+        size = 0
+        for name in FIELDS:
+            self.offsets[name] = size
+            shape, dtype = shapes[name]
+            size += math.prod(shape) * dtype.itemsize
+        # the buffers the graphs read, allocated once as one; max_seqlen_k is an int the capture bakes in
+        self.buffer = torch.zeros(size, dtype=torch.uint8, device=device)                  # [bytes]
+        views = {name: _view(self.buffer, self.offsets[name], *shapes[name]) for name in FIELDS}
+        self.static = ModelInputs(is_prefill=False, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=1,
+                                  max_seqlen_k=max_model_len, **views)
+        self.staging = []          # CUDA: two pinned copies of the buffer's layout, used in turn
+        self.staged = []           # an event after each one's last copy to the device
+        if self.cuda:
+            for _ in range(2):
+                host = torch.zeros(size, dtype=torch.uint8, pin_memory=True)                # [bytes]
+                self.staging.append({name: _view(host, self.offsets[name], *shapes[name]).numpy()
+                                     for name in FIELDS} | {"bytes": host})
+                self.staged.append(torch.cuda.Event())
+        self.num_loads = 0
         self.outputs = torch.zeros(max_bs, model.config.hidden_size, dtype=model.config.dtype,
                                    device=device)                        # [max_bs, E]
         self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
@@ -94,16 +119,28 @@ class DecodeGraphs:
                            block_tables=s.block_tables[:padded])
 
     def load(self, inputs: ModelInputs) -> int:
-        """Copy a padded decode's inputs (prepare_decode's, on the device) into the static buffers, one
-        copy per field, queued on the stream; returns the padded batch size."""
+        """Copy a padded decode's inputs (prepare_decode's, on the host) into the static buffers: through a
+        pinned staging buffer and one asynchronous copy on CUDA, directly on a CPU; returns the padded batch
+        size."""
         padded, width = inputs.block_tables.shape
         if inputs.is_prefill or padded not in self.batch_sizes or width != self.max_num_blocks:
             raise ValueError(f"inputs: expected a decode padded to a captured batch size {self.batch_sizes} "
                              f"with tables {self.max_num_blocks} wide, got is_prefill={inputs.is_prefill}, "
                              f"{padded} rows, tables {width} wide")
-        target = self.static_inputs(padded)
-        for name in ("input_ids", "positions", "slot_mapping", "context_lens", "block_tables"):
-            getattr(target, name).copy_(getattr(inputs, name))
+        if not self.cuda:
+            target = self.static_inputs(padded)
+            for name in FIELDS:
+                getattr(target, name).copy_(getattr(inputs, name))
+            return padded
+        turn = self.num_loads % 2
+        self.num_loads += 1
+        self.staged[turn].synchronize()                  # this buffer's copy of two loads ago has run
+        stage = self.staging[turn]
+        for name in FIELDS:
+            stage[name][:padded] = getattr(inputs, name).numpy()
+        used = self.offsets["block_tables"] + padded * width * 4      # every field's bytes, then the rows
+        self.buffer[:used].copy_(stage["bytes"][:used], non_blocking=True)
+        self.staged[turn].record()
         return padded
 
     def forward(self, padded: int) -> None:
@@ -122,11 +159,20 @@ class DecodeGraphs:
             self.pool = graph.pool()
         self.graphs[padded] = graph
 
-    def run(self, inputs: ModelInputs) -> torch.Tensor:
+    def run(self, inputs: ModelInputs, future: torch.Tensor | None = None) -> torch.Tensor:
         """The decode forward by graph replay over `inputs` (`load`) -> hidden states [padded, E], a view of
-        the output buffer valid until the next replay; the first len(seqs) rows are the sequences'."""
+        the output buffer valid until the next replay; the first len(seqs) rows are the sequences'. `future`:
+        the previous step's token tensor, whose ids replace the placeholders in the static input ids."""
         padded = self.load(inputs)
+        if future is not None:
+            resolve_placeholders(self.static.input_ids[:padded], future)                  # [padded]
         if padded not in self.graphs:
             self.capture(padded)
         self.graphs[padded].replay()
         return self.outputs[:padded]
+
+
+def _view(buffer: torch.Tensor, offset: int, shape: tuple, dtype: torch.dtype) -> torch.Tensor:
+    """The bytes of `buffer` from `offset` as a tensor of `shape` and `dtype`."""
+    nbytes = math.prod(shape) * dtype.itemsize
+    return buffer[offset:offset + nbytes].view(dtype).view(shape)

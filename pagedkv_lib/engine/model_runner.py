@@ -4,7 +4,8 @@ Shapes: docs/conventions.md. nano-vllm's `nanovllm/engine/model_runner.py` witho
 parallelism: `allocate_kv_cache` once, then per step `prepare_prefill`/`prepare_decode` (from
 `pagedkv_lib.core.model_inputs`), the forward, the logits of each sequence's LAST token, the sampler.
 A decode step has one input path, graphed or not: `prepare` (prepare_decode on the host, padded for a
-graph) -> `to_device` -> placeholders resolved -> the forward, eager or by graph replay.
+graph) -> on the device (`to_device`, or a graph's `load` into its static buffers) -> placeholders resolved
+-> the forward, eager or by graph replay.
 With `kv_cache_dtype="fp8"` the cache holds e4m3 bytes and each layer's `Attention` holds its scales.
 
 On a GPU a step never waits for the GPU except once, for its sampled tokens:
@@ -95,17 +96,14 @@ class ModelRunner:
         return replace(inputs, **moved)
 
     def prepare(self, seqs: list[Sequence], is_prefill: bool) -> ModelInputs:
-        """prepare_prefill/prepare_decode on the host, then on the device. A prefill always gets block tables
-        (this engine's attention reads the cache, where nano-vllm attends to k, v directly when nothing is
-        cached); a decode with graphs is padded to the graph's batch size and table width."""
+        """prepare_prefill/prepare_decode, on the host. A prefill always gets block tables (this engine's
+        attention reads the cache, where nano-vllm attends to k, v directly when nothing is cached); a decode
+        with graphs is padded to the graph's batch size and table width."""
         if is_prefill:
-            inputs = prepare_prefill(seqs, "cpu", always_block_tables=True)
-        elif self.graphs is not None:
-            padded = self.graphs.padded_size(len(seqs))
-            inputs = prepare_decode(seqs, "cpu", padded, self.graphs.max_num_blocks)
-        else:
-            inputs = prepare_decode(seqs, "cpu")
-        return self.to_device(inputs)
+            return prepare_prefill(seqs, "cpu", always_block_tables=True)
+        if self.graphs is not None:
+            return prepare_decode(seqs, "cpu", self.graphs.padded_size(len(seqs)), self.graphs.max_num_blocks)
+        return prepare_decode(seqs, "cpu")
 
     def forward(self, seqs: list[Sequence], is_prefill: bool,
                 future: torch.Tensor | None = None) -> torch.Tensor:
@@ -117,11 +115,12 @@ class ModelRunner:
             raise ValueError(f"input ids: expected placeholders (< 0) only in a decode step given the "
                              f"previous step's tokens, got is_prefill={is_prefill}, "
                              f"future given {future is not None}")
-        inputs = self.prepare(seqs, is_prefill)
+        inputs = self.prepare(seqs, is_prefill)                                         # on the host
+        if not is_prefill and self.graphs is not None:
+            return self.graphs.run(inputs, future if placeholders else None)[: len(seqs)]  # [B, E]
+        inputs = self.to_device(inputs)
         if placeholders:
             resolve_placeholders(inputs.input_ids, future)                              # [T] on the device
-        if not is_prefill and self.graphs is not None:
-            return self.graphs.run(inputs)[: len(seqs)]                                 # [B, E]
         hidden = self.model(inputs.input_ids, inputs.positions, inputs, self.kv_cache)  # [T, E]
         if is_prefill:
             hidden = hidden[inputs.cu_seqlens_q[1:].long() - 1]                        # [B, E] last tokens

@@ -113,7 +113,7 @@ def teacher_forced_logits(runner: ModelRunner, prompts, completions) -> list[tor
         seq.block_table = list(range(next_block, next_block + seq.num_blocks))
         next_block += seq.num_blocks
         seqs.append(seq)
-    inputs = runner.prepare(seqs, is_prefill=True)
+    inputs = runner.to_device(runner.prepare(seqs, is_prefill=True))
     hidden = runner.model(inputs.input_ids, inputs.positions, inputs, runner.kv_cache)  # [T, E]
     logits = runner.model.compute_logits(hidden)                                        # [T, V]
     cu = inputs.cu_seqlens_q.tolist()
