@@ -4,7 +4,7 @@
 (a prefix hit, or earlier chunks); `num_scheduled_tokens` of the rest are computed in the step the scheduler
 has just put the sequence in (None until a scheduler sets it: `prepare_prefill` then takes every uncached
 token); `block_table` lists the physical block of each logical block. `sampling_params` travel with the
-sequence, as in nano-vllm (the engine's `SamplingParams`; None for a sequence no engine serves).
+sequence, as in nano-vllm (`SamplingParams`, core/sampling_params.py; None for a sequence no engine serves).
 `draft_token_ids` holds the tokens a speculative proposer guessed for the next step (vLLM's
 `Request.spec_token_ids`): never part of `token_ids` until a verification accepts them.
 Unlike nano-vllm, `block_size` is a per-sequence argument, not a class attribute set from the config.
@@ -13,12 +13,9 @@ from __future__ import annotations
 
 from enum import Enum, auto
 from itertools import count
-from typing import TYPE_CHECKING
 
+from .sampling_params import SamplingParams
 from .validation import check_positive_int
-
-if TYPE_CHECKING:
-    from pagedkv_lib.engine.sampler import SamplingParams
 
 
 class SequenceStatus(Enum):

@@ -9,7 +9,8 @@
     model.py               Qwen3ForCausalLM: a tiny Qwen3-like decoder with random weights
     no_cache_reference.py  the no-cache reference: recompute the whole sequence at every step
                            (greedy_reference, dense_causal_attention)
-    sampler.py             SamplingParams, Sampler (greedy or temperature, seeded)
+    sampler.py             Sampler (greedy or temperature, seeded); SamplingParams is core's (a Sequence
+                           carries it), exported here too
     scheduler.py           schedule (one step: admit, append, preempt by recompute), Scheduler
     decode_graphs.py       DecodeGraphs: the decode forward as CUDA graphs for a ladder of batch sizes (GPU)
     model_runner.py        ModelRunner: KV cache, prepare_prefill/prepare_decode, forward, sample (no host
@@ -24,6 +25,8 @@
     kv_offload.py          the CPU tier's connector: OffloadScheduler (what to copy this step), OffloadWorker
                            (the copies; a side stream and pinned memory on CUDA), KVTransfers (notebook 22)
 """
+from pagedkv_lib.core.sampling_params import SamplingParams
+
 from .attention_layer import Attention
 from .config import EngineConfig, ModelConfig
 from .kernel_choice import Kernels, select_kernels
@@ -31,7 +34,7 @@ from .llm_engine import LLM, LLMEngine, StepStats
 from .model import Qwen3ForCausalLM
 from .model_runner import ModelRunner
 from .no_cache_reference import dense_causal_attention, greedy_reference
-from .sampler import Sampler, SamplingParams
+from .sampler import Sampler
 from .scheduler import Scheduler, preempt, schedule
 
 __all__ = [

@@ -37,6 +37,7 @@ import sys
 import time
 from dataclasses import dataclass
 
+from pagedkv_lib.core.sampling_params import SamplingParams
 from pagedkv_lib.core.sequence import Sequence, SequenceStatus
 
 from .config import EngineConfig
@@ -45,7 +46,6 @@ from .kv_offload import KVTransfers, OffloadScheduler
 from .model_runner import ModelRunner
 from .ngram_proposer import NgramProposer
 from .rejection_sampler import accept_greedy
-from .sampler import SamplingParams
 from .scheduler import Scheduler
 
 

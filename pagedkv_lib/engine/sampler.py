@@ -6,22 +6,7 @@ cumulative sum. Here the draws come from a `torch.Generator` seeded once, so a r
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
-
-
-@dataclass(frozen=True)
-class SamplingParams:
-    temperature: float = 0.0     # 0: greedy
-    max_tokens: int = 64         # generated tokens, the prompt not counted
-    ignore_eos: bool = False
-
-    def __post_init__(self):
-        if not self.temperature >= 0:
-            raise ValueError(f"temperature: expected >= 0 (0 = greedy), got {self.temperature}")
-        if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int) or self.max_tokens < 1:
-            raise ValueError(f"max_tokens: expected a positive int, got {self.max_tokens!r}")
 
 
 class Sampler:

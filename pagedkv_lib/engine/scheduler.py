@@ -42,11 +42,11 @@ from collections import deque
 
 from pagedkv_lib.core.block_manager import BlockManager
 from pagedkv_lib.core.rollback import truncate
+from pagedkv_lib.core.sampling_params import SamplingParams
 from pagedkv_lib.core.sequence import Sequence, SequenceStatus
 from pagedkv_lib.core.tiered_block_manager import TieredBlockManager
 
 from .config import EngineConfig
-from .sampler import SamplingParams
 
 
 def preempt(seq: Sequence, waiting: deque[Sequence], block_manager: BlockManager) -> None:

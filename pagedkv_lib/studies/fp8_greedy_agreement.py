@@ -27,11 +27,11 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from pagedkv_lib.core.sampling_params import SamplingParams
 from pagedkv_lib.core.sequence import Sequence
 from pagedkv_lib.engine.config import EngineConfig, ModelConfig
 from pagedkv_lib.engine.llm_engine import LLM
 from pagedkv_lib.engine.model_runner import ModelRunner
-from pagedkv_lib.engine.sampler import SamplingParams
 
 MODEL_DTYPE = torch.float64
 CACHES = ("float64", "bf16", "fp8")     # the first is the reference
