@@ -34,3 +34,11 @@ step() {
     local rc=$?
     echo "$name: rc $rc in $(( $(date +%s) - t0 )) s (limit $limit s)" | tee -a "$RUN/steps.txt"
 }
+
+# write_env: the GPU, its clocks and the torch and triton versions -> $RUN/env.txt, and print them
+write_env() {
+    { nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv
+      "$PY" -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
+    } > "$RUN/env.txt" 2>&1
+    cat "$RUN/env.txt"
+}

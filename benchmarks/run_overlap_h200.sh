@@ -22,10 +22,7 @@ TARBALL=overlap_run.tar.gz
 SUMMARY_TAIL=12
 source "$(dirname "$0")/gpu_run_steps.sh"
 
-{ nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv
-  "$PY" -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
-} > "$RUN/env.txt" 2>&1
-cat "$RUN/env.txt"
+write_env
 
 step gpu_tests 170 "${PYTEST[@]}" tests/engine/test_engine_overlap.py tests/engine/test_engine_no_sync.py \
     tests/engine/test_engine_kernel_launches.py tests/engine/test_engine_decode_graphs.py \

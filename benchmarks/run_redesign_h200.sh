@@ -21,10 +21,7 @@ TARBALL=redesign_run.tar.gz
 SUMMARY_TAIL=12
 source "$(dirname "$0")/gpu_run_steps.sh"
 
-{ nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv
-  "$PY" -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
-} > "$RUN/env.txt" 2>&1
-cat "$RUN/env.txt"
+write_env
 
 TUNED=benchmarks/results/sweep_engine.json
 step gpu_tests 120 "${PYTEST[@]}" tests/kernels/test_kernels_decode_attention.py \
