@@ -1,13 +1,15 @@
 """Shared test setup.
 
 - A non-interactive matplotlib backend; one torch thread (the test tensors are tiny, and on a loaded 2-core
-  machine a second thread makes small ops many times slower).
+  machine a second thread makes small ops many times slower); SIGINT's handler, when the run was started
+  with it ignored.
 - The judge's status file goes to a temporary file for the whole run, the notebooks that nbval executes
   included (they inherit the environment): `practice/` is the learner's, and no test may change it. The
   session fails if anything under `practice/` changed while the tests ran.
 """
 import hashlib
 import os
+import signal
 import tempfile
 from pathlib import Path
 
@@ -20,6 +22,12 @@ import torch
 matplotlib.use("Agg")
 
 torch.set_num_threads(1)
+
+# The Ctrl-C tests press Ctrl-C as a terminal does, in this process and in the judges it starts. A shell
+# without job control starts a background command (`make test &`) with SIGINT ignored, Python then keeps
+# it ignored, and every process started from it inherits that: give the run Python's own handler back.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 PRACTICE = Path(__file__).resolve().parent.parent / "practice"
 _STATUS_DIR = tempfile.mkdtemp(prefix="pagedkv-test-status-")
