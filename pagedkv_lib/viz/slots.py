@@ -16,6 +16,7 @@ import numpy as np
 from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 
+from pagedkv_lib.core.block_manager import num_new_blocks
 from pagedkv_lib.core.slot_mapping import compute_slot_mapping, slot_mapping_for
 from pagedkv_lib.testing.paged_batch import make_paged_batch
 from pagedkv_lib.viz.block_map import (
@@ -148,7 +149,7 @@ def walk_example(block_size: int = 4) -> list[WalkStep]:
         new_block = {}
         for k in lens:
             lens[k] += 1                              # the new token is counted before its slot is known
-            opens = (lens[k] - 1) % block_size == 0   # position len - 1 is a block's first offset
+            opens = num_new_blocks(lens[k], block_size) == 1     # position len - 1 starts a block
             new_block[k] = WALK_NEW_BLOCK if opens else None
             if new_block[k] is not None:
                 tables[k].append(new_block[k])
