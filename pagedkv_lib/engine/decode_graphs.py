@@ -81,30 +81,38 @@ class DecodeGraphs:
         shapes = {"input_ids": ((max_bs,), torch.int64), "positions": ((max_bs,), torch.int64),
                   "slot_mapping": ((max_bs,), torch.int32), "context_lens": ((max_bs,), torch.int32),
                   "block_tables": ((max_bs, self.max_num_blocks), torch.int32)}
-        self.offsets = {}                                                 # field -> its first byte
+        self.layout = {}                                  # field -> (its first byte, shape, dtype)
         size = 0
         for name in FIELDS:
-            self.offsets[name] = size
             shape, dtype = shapes[name]
+            self.layout[name] = (size, shape, dtype)
             size += math.prod(shape) * dtype.itemsize
         # the buffers the graphs read, allocated once as one; max_seqlen_k is an int the capture bakes in
         self.buffer = torch.zeros(size, dtype=torch.uint8, device=device)                  # [bytes]
-        views = {name: _view(self.buffer, self.offsets[name], *shapes[name]) for name in FIELDS}
         self.static = ModelInputs(is_prefill=False, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=1,
-                                  max_seqlen_k=max_model_len, **views)
-        self.staging = []          # CUDA: two pinned copies of the buffer's layout, used in turn
+                                  max_seqlen_k=max_model_len, **self.fields_of(self.buffer))
+        self.staging = []          # CUDA: two pinned buffers of the same layout, used in turn
+        self.staging_fields = []   # each one's fields, as numpy views (a host write costs less than torch's)
         self.staged = []           # an event after each one's last copy to the device
         if self.cuda:
             for _ in range(2):
                 host = torch.zeros(size, dtype=torch.uint8, pin_memory=True)                # [bytes]
-                self.staging.append({name: _view(host, self.offsets[name], *shapes[name]).numpy()
-                                     for name in FIELDS} | {"bytes": host})
+                self.staging.append(host)
+                self.staging_fields.append({k: v.numpy() for k, v in self.fields_of(host).items()})
                 self.staged.append(torch.cuda.Event())
         self.num_loads = 0
         self.outputs = torch.zeros(max_bs, model.config.hidden_size, dtype=model.config.dtype,
                                    device=device)                        # [max_bs, E]
         self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
         self.pool = None
+
+    def fields_of(self, buffer: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The fields of the static inputs as views of `buffer`'s bytes, laid out as `layout` says."""
+        views = {}
+        for name, (offset, shape, dtype) in self.layout.items():
+            nbytes = math.prod(shape) * dtype.itemsize
+            views[name] = buffer[offset:offset + nbytes].view(dtype).view(shape)
+        return views
 
     def padded_size(self, batch_size: int) -> int:
         """The captured batch size a decode of `batch_size` sequences replays (prepare_decode pads to it)."""
@@ -135,11 +143,11 @@ class DecodeGraphs:
         turn = self.num_loads % 2
         self.num_loads += 1
         self.staged[turn].synchronize()                  # this buffer's copy of two loads ago has run
-        stage = self.staging[turn]
-        for name in FIELDS:
-            stage[name][:padded] = getattr(inputs, name).numpy()
-        used = self.offsets["block_tables"] + padded * width * 4      # every field's bytes, then the rows
-        self.buffer[:used].copy_(stage["bytes"][:used], non_blocking=True)
+        for name, host in self.staging_fields[turn].items():
+            host[:padded] = getattr(inputs, name).numpy()
+        tables_at = self.layout["block_tables"][0]
+        used = tables_at + padded * width * self.static.block_tables.element_size()  # the fields, then rows
+        self.buffer[:used].copy_(self.staging[turn][:used], non_blocking=True)
         self.staged[turn].record()
         return padded
 
@@ -171,8 +179,3 @@ class DecodeGraphs:
         self.graphs[padded].replay()
         return self.outputs[:padded]
 
-
-def _view(buffer: torch.Tensor, offset: int, shape: tuple, dtype: torch.dtype) -> torch.Tensor:
-    """The bytes of `buffer` from `offset` as a tensor of `shape` and `dtype`."""
-    nbytes = math.prod(shape) * dtype.itemsize
-    return buffer[offset:offset + nbytes].view(dtype).view(shape)
