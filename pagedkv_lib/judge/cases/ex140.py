@@ -188,7 +188,8 @@ def render(op, step) -> str:
     elif kind == "may_append":
         line = f"bm.may_append({op[1]}, num_lookahead_tokens={op[2]})"
     elif kind == "fork":
-        line = f"{op[1]} = a fork of {op[2]}: its tokens, block_table = bm.pool.fork({op[2]}.block_table)"
+        line = (f"{op[1]} = fork of {op[2]}: the same tokens, {op[1]}.block_table = "
+                f"bm.pool.fork({op[2]}.block_table)")
     elif kind == "truncate":
         n = f"len({op[1]}) - 1" if op[2] is None else repr(op[2])
         line = f"truncate(bm, {op[1]}, {n})"
