@@ -17,6 +17,8 @@ Access time: a logical clock, self.clock, goes up by one at the start of every m
 call sets last_access_time = self.clock on every node whose tokens it matches or adds (the root included)
 and on the upper half of a node it splits; the lower half keeps its time. Eviction is least recently used
 by last_access_time.
+
+Arguments are read-only: no method changes a list it is given (token_ids and blocks stay the caller's).
 """
 from __future__ import annotations
 
@@ -48,11 +50,12 @@ class RadixCache:
         raise NotImplementedError("RadixCache.__init__: your code here (exercise 136)")
 
     def match_prefix(self, token_ids: list[int]) -> tuple[list[int], TreeNode]:
-        """Cut token_ids to a multiple of block_size and walk down from the root, matching whole blocks.
+        """Cut a copy of token_ids to a multiple of block_size and walk down from the root, matching whole
+        blocks.
         Return (the blocks of the longest cached prefix: the values along the matched path, in order; the
         node where the match ends, root_node when nothing matches). A match that ends inside a node first
-        splits it there and returns the new upper node. Stamps the matched nodes and the root (module
-        docstring). Takes no lock and never touches the pool."""
+        splits it there and returns the new upper node. Stamps every node of the matched path, not only the
+        last, and the root (module docstring). Takes no lock and never touches the pool."""
         raise NotImplementedError("RadixCache.match_prefix: your code here (exercise 136)")
 
     def insert(self, token_ids: list[int], blocks: list[int]) -> int:
@@ -78,7 +81,8 @@ class RadixCache:
 
     def dec_lock_ref(self, node: TreeNode) -> None:
         """lock_ref - 1 on the same nodes as inc_lock_ref; if any of them has lock_ref 0, raise ValueError
-        and change nothing."""
+        and change nothing (every node of the path is checked first: the 0 may sit above a locked node, or
+        below one)."""
         raise NotImplementedError("RadixCache.dec_lock_ref: your code here (exercise 136)")
 
     def evictable_size(self) -> int:

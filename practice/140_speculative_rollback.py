@@ -12,8 +12,13 @@ block manager must now hold is what plain decoding, one token at a time, would h
 
     the first ceil(num_computed_tokens / block_size) blocks of the table, the block of the last computed
     token included even when it is partial; the others (rejected drafts only) released;
-    a chained hash on every kept block that is FULL of computed tokens, and on no other block: a block
-    holding an unverified or unwritten token must never be found by a prefix hit.
+    a chained hash on every kept block that is FULL of computed tokens, and on no other block.
+
+One rule says which blocks carry a hash, here and in may_append (nano-vllm's, and vLLM's allocate_slots): a
+block is hashed once it is full of verified tokens whose K/V is in the cache, written already or by the
+step being scheduled (its forward runs before any other request can look the block up). A block holding a
+rejected draft, or the bonus token (whose K/V the next step writes, and whose block that step hashes),
+must never be found by a prefix hit.
 
 The pieces of `pagedkv_lib.core.block_manager.BlockManager` you need (read-only unless said):
     block_manager.block_size                   tokens per block
@@ -49,16 +54,18 @@ def truncate(block_manager: BlockManager, seq: Sequence, num_computed_tokens: in
         - for i in range(num_computed_tokens // block_size) (the full blocks of computed tokens): if
           block i has no hash (-1), give it compute_hash(seq.block(i), prefix = block i-1's hash, -1 for
           i = 0), store hash and token ids with Block.update and map hash_to_block_id[hash] to its id
-          (replacing an entry that is there); blocks that already have a hash are left alone;
-        - no other block gets a hash; reference counts change only through pool.free.
-    Errors: ValueError, with nothing changed, unless num_computed_tokens is an int with
+          (replacing an entry that is there, even one of another sequence's block); blocks that already
+          have a hash are left alone, and so is their hash_to_block_id entry, wherever it points;
+        - no other block gets a hash; reference counts change only through pool.free: a released block
+          that another sequence shares (a fork's table) keeps that sequence's reference.
+    Errors: ValueError, with nothing changed, unless num_computed_tokens is an int (not a bool) with
         max(1, hashed * block_size) <= num_computed_tokens <= min(len(seq), len(block_table) * block_size),
         where hashed is the number of blocks of block_table whose hash is not -1 (verified blocks are never
         cut back).
     Example (block_size 2, 8 blocks): prompt [1, 2, 3] gets table [0, 1]; the prefill samples 4 (len 4).
-        may_append(seq, 3) for drafts [5, 6, 7] hashes block 1 ([3, 4]: position 3 is verified) and adds
-        blocks 2 and 3. The target accepts 5 and 6 and samples the bonus 8; the engine appends 5, 6, 8
-        (len 7). truncate(bm, seq, 6) releases block 3 (free queue [4, 5, 6, 7, 3]), keeps [0, 1, 2] and
-        hashes block 2 ([5, 6]); the bonus 8 sits in no block yet.
+        may_append(seq, 3) for drafts [5, 6, 7] adds blocks 2 and 3 and hashes block 1 ([3, 4]: 4 is
+        verified, and the step being scheduled writes its K/V). The target accepts 5 and 6 and samples
+        the bonus 8; the engine appends 5, 6, 8 (len 7). truncate(bm, seq, 6) releases block 3 (free queue
+        [4, 5, 6, 7, 3]), keeps [0, 1, 2] and hashes block 2 ([5, 6]); the bonus 8 sits in no block yet.
     """
     raise NotImplementedError("truncate: your code here (exercise 140)")

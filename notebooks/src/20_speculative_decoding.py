@@ -28,8 +28,11 @@
 # 2. The chunk is the last token and the k drafts: the LAST k + 1 tokens of a context of len + k tokens.
 #    Query i must see the context and the chunk's tokens up to itself, which is exactly the varlen path's
 #    causal offset; one forward computes all k + 1 positions.
-# 3. Only blocks FULL of verified tokens whose K/V is written. A block holding a rejected draft, or the bonus
-#    token (whose K/V the next step writes), must not be found by a prefix hit.
+# 3. Only blocks FULL of verified tokens whose K/V is in the cache: written already, or by the step being
+#    scheduled, whose forward runs before any other request can look the block up (so `may_append` hashes
+#    the block that the last verified token fills, as nano-vllm's does and vLLM's `allocate_slots`).
+#    Never a block holding a rejected draft, nor one holding the bonus token: its K/V is written by the next
+#    step, which hashes its block then. A prefix hit on either would read K/V that no sequence has.
 # 4. No. Every emitted token is the target's argmax given the tokens before it, which is what plain greedy
 #    decoding emits; only float rounding between a chunk and single steps could differ, and the engine's test
 #    checks the tokens are equal.

@@ -1,6 +1,7 @@
 """Cases of exercise 136, the radix cache: scripts checked step by step (cases/script.py).
 
-After every op the harness records the return value and a snapshot: the tree read from root_node (depth,
+After every op the harness records the return value, the lists it passed to match_prefix or insert as
+they are after the call (arguments are read-only), and a snapshot: the tree read from root_node (depth,
 key, value, lock_ref of every node, depth first, children in the order of their keys), the root's lock_ref,
 the pool's free queue and reference counts, and (evictable_size(), protected_size()). A failure shows the
 script so far as lines of Python that replay it, to paste below the learner's RadixCache. An insert's
@@ -24,7 +25,10 @@ Clauses of the contract -> the fixed script that holds each (ex136_data.FIXED):
     locks: inc / dec_lock_ref from the node up to the root                lock_walks_to_the_root
     the root's lock_ref stays 1                                           lock_walks_to_the_root
     a split hands the child's lock_ref to the new upper node              split_of_a_locked_node
-    dec_lock_ref: ValueError and no change when a node holds no lock      unlock_without_lock_raises
+    dec_lock_ref: ValueError and no change when a node holds no lock      unlock_without_lock_raises,
+        (a 0 below a locked node, or above one)                           unlock_finds_a_zero_partway
+    match stamps every node of its path, not only the last                match_stamps_its_whole_path
+    arguments are read-only: token_ids and blocks as they were given      inputs_are_read_only
     evictable_size / protected_size: blocks in unlocked / locked nodes    whole_blocks_at_block_size_4
 """
 from __future__ import annotations
@@ -38,7 +42,7 @@ from . import Case
 from .script import compare_steps, run_script, wrong_class_hint
 
 MAY_RAISE = {"unlock": ValueError, "insert_bad": ValueError}   # taken before any submission loads
-KEYS = ("raised", "ret", "tree", "root_lock_ref", "free", "refs", "sizes")
+KEYS = ("raised", "ret", "inputs", "tree", "root_lock_ref", "free", "refs", "sizes")
 MISSING = {"__opaque__": "missing attribute"}
 
 
@@ -88,14 +92,16 @@ def run(ns, case: Case) -> dict:
         cache, pool, S = state["cache"], state["pool"], state["S"]
         if kind == "insert":
             blocks = pool.allocate(len(op[1]) // S)
-            cached = cache.insert(list(op[1]), list(blocks))
+            state["inputs"] = [list(op[1]), list(blocks)]
+            cached = cache.insert(*state["inputs"])
             if type(cached) is int and 0 <= cached <= len(op[1]) and cached % S == 0:
                 pool.free(blocks[: cached // S])              # the caller's duplicates
             return cached
         if kind == "insert_bad":
             return cache.insert(list(op[1]), [0] * op[2])
         if kind == "match":
-            blocks, node = cache.match_prefix(list(op[1]))
+            state["inputs"] = [list(op[1])]
+            blocks, node = cache.match_prefix(*state["inputs"])
             state["nodes"][op[2]] = node
             key = getattr(node, "key", MISSING)
             return [list(blocks), list(key) if isinstance(key, list) else key]
@@ -109,7 +115,8 @@ def run(ns, case: Case) -> dict:
         cache, pool = state["cache"], state["pool"]
         sizes = [cache.evictable_size(), cache.protected_size()]
         root = getattr(cache, "root_node", None)
-        return {"tree": _tree(cache), "root_lock_ref": getattr(root, "lock_ref", MISSING),
+        inputs = {"inputs": [list(a) for a in state.pop("inputs")]} if "inputs" in state else {}
+        return {**inputs, "tree": _tree(cache), "root_lock_ref": getattr(root, "lock_ref", MISSING),
                 "free": list(pool.free_block_ids), "refs": list(pool.ref_counts), "sizes": sizes}
 
     return run_script(case.args["ops"], apply, snapshot, may_raise=MAY_RAISE)
@@ -174,6 +181,12 @@ def _hints(case_name: str, ops):
         if key == "raised" and kind == "unlock":
             return ("dec_lock_ref raises ValueError when a node on the path (the node up to the root) holds "
                     "no lock, and then changes nothing")
+        if key == "inputs":
+            return ("arguments are read-only: match_prefix and insert leave the lists they are given as they "
+                    "were (cut or slice a copy: the caller's list is still the request's prompt)")
+        if kind == "unlock" and "raised" in e:
+            return ("dec_lock_ref checks every node of the path BEFORE it changes any: a 0 below a locked "
+                    "node, or above one, refuses the whole call and leaves every lock_ref as it was")
         if key == "raised" and kind == "insert_bad":
             return ("insert raises ValueError when len(token_ids) != len(blocks) * block_size, changing "
                     "nothing")
@@ -255,6 +268,9 @@ def _evict_hint(case_name: str, key: str, e: dict, g: dict, leaked: bool) -> str
     if case_name == "fixed/lru_insert_refreshes":
         return ("evict by last ACCESS, not by creation: an insert of cached tokens stamps every node on its "
                 "path (a logical clock, one tick per call)")
+    if case_name == "fixed/match_stamps_its_whole_path":
+        return ("match_prefix stamps every node on its path, not only the node where it ends: the inner "
+                "nodes it passed through were read too")
     if case_name == "fixed/lru_match_refreshes":
         return ("match_prefix stamps last_access_time on every node it matches, so a prefix just matched is "
                 "evicted last")

@@ -48,6 +48,19 @@ FIXED = [  # name, ops
     ("unlock_without_lock_raises", [
         ("cache", 16, 1), ("insert", [1, 2]), ("match", [1, 2], "a"), ("lock", "a"), ("unlock", "a"),
         ("unlock", "a"), ("evict", 100)]),
+    # x is locked while the leaf [2] goes, so that the next evict weighs u's stamp (from the match of
+    # [1, 2], which passed through u) against x's older one
+    ("match_stamps_its_whole_path", [
+        ("cache", 16, 1), ("insert", [1, 2]), ("match", [1], "u"), ("insert", [5]), ("match", [5], "x"),
+        ("lock", "x"), ("match", [1, 2], "c"), ("evict", 1), ("unlock", "x"), ("evict", 1)]),
+    # a 0 below a locked node (e under c, which d's lock holds), then above one (c unlocked under d)
+    ("unlock_finds_a_zero_partway", [
+        ("cache", 16, 1), ("insert", [1, 2, 3]), ("match", [1, 2], "c"), ("insert", [1, 2, 4]),
+        ("match", [1, 2, 3], "d"), ("lock", "d"), ("match", [1, 2, 4], "e"), ("unlock", "e"),
+        ("unlock", "c"), ("unlock", "d"), ("evict", 100)]),
+    ("inputs_are_read_only", [
+        ("cache", 12, 4), ("insert", list(range(8))), ("match", list(range(11)), "a"),
+        ("insert", list(range(12))), ("match", [0, 1, 2, 3, 9], "b")]),
 ]
 
 

@@ -12,6 +12,8 @@ Clauses of the contract -> the fixed script that holds each:
     lookup: the prefix ends at the first block neither tier holds        the_chain_breaks_at_a_miss
     allocate: a GPU hit is shared (one reference more)                  gpu_hits_are_shared
     allocate: a GPU hit in the free queue leaves it first               a_free_hit_leaves_the_queue
+    allocate: every hit taken before any fresh block                    a_cpu_hit_ahead_of_a_free_gpu_hit
+        (else the first fresh block can be a later block's GPU hit)
     allocate: None and nothing changed when too few blocks are free     too_few_free_blocks
         (hits in the free queue counted; an exact fit allocates)
     fresh blocks from the front of gpu_free                             gpu_hits_are_shared
@@ -64,6 +66,12 @@ FIXED = [
                              ("free", "a"), ("allocate", "c", [1, 2, 3, 4]), ("allocate", "d", [1, 2, N])]),
     ("a_free_hit_leaves_the_queue", [("cache", 3, 2), ("allocate", "a", [1, N]), ("free", "a"),
                                      ("allocate", "b", [1, 7, N]), ("allocate", "c", [1])]),
+    # hash 1 leaves the GPU while a table that starts with hash 2 keeps block 1: [1, 2] is then ["cpu",
+    # "gpu"], and hash 2's free block sits at the front of gpu_free
+    ("a_cpu_hit_ahead_of_a_free_gpu_hit", [("cache", 3, 4), ("allocate", "a", [1, 2]), ("allocate", "x", [2]),
+                                           ("free", "a"), ("allocate", "y", [N]), ("allocate", "z", [N]),
+                                           ("take",), ("free", "x"), ("free", "y"), ("free", "z"),
+                                           ("lookup", [1, 2]), ("allocate", "c", [1, 2]), ("take",)]),
 ]
 
 
@@ -161,16 +169,67 @@ def render(op, step) -> str:
 
 
 def check(case: Case, expected: dict, got: dict) -> Outcome:
-    ops = case.args["ops"]
-    return compare_steps(ops, expected, got, KEYS, render, _hints(ops)) or Outcome()
+    ops, steps = case.args["ops"], expected["steps"]
+    return compare_steps(ops, expected, got, KEYS, render, _hints(ops, steps),
+                         error_hint=_error_hint(ops)) or Outcome()
 
 
-def _hints(ops):
+def _tiers(state: dict, block_hashes: list) -> list:
+    """lookup(block_hashes) on the state a snapshot recorded."""
+    on_cpu = {pair[0] for pair in state["cpu_lru"]}
+    tiers = []
+    for h in block_hashes:
+        if h is not None and h in state["gpu_hash_to_block"]:
+            tiers.append("gpu")
+        elif h is not None and h in on_cpu:
+            tiers.append("cpu")
+        else:
+            break
+    return tiers
+
+
+def _error_hint(ops):
+    """The hint for a call that raised: for an allocate, the clause that the state before it and the oracle's
+    answer point at (refused: the room was miscounted; served: a hit was evicted by a fresh block)."""
+    def hint(i: int, steps: list) -> str:
+        if ops[i][0] != "allocate" or i == 0:
+            return ""
+        before, block_hashes = steps[i - 1], ops[i][2]
+        tiers = _tiers(before, block_hashes)
+        if _free_gpu_hits(before, block_hashes, tiers) and steps[i]["ret"] is None:
+            return ("allocate ran out of free blocks: count the room before taking any: GPU hits sitting in "
+                    "gpu_free need a block each too (a hit takes it out of the queue); too few, return None")
+        if _cpu_hit_ahead_of_a_free_gpu_hit(before, block_hashes, tiers):
+            return _TAKE_HITS_FIRST
+        return ""                                   # no clause known to end in an exception here
+
+    return hint
+
+
+_TAKE_HITS_FIRST = ("take every hit before any fresh block: a CPU hit's fresh block comes from the front of "
+                    "gpu_free, which can be a later block's GPU hit (evicted before it is taken)")
+
+
+def _free_gpu_hits(before: dict, block_hashes: list, tiers: list) -> list:
+    """The prompt's positions whose GPU hit sits in gpu_free (reference count 0) in the state `before`."""
+    return [j for j, (h, t) in enumerate(zip(block_hashes, tiers))
+            if t == "gpu" and before["gpu_ref_counts"][before["gpu_hash_to_block"][h]] == 0]
+
+
+def _cpu_hit_ahead_of_a_free_gpu_hit(before: dict, block_hashes: list, tiers: list) -> bool:
+    """Whether a fresh block taken in prompt order could be a later block's GPU hit (one in gpu_free)."""
+    return any("cpu" in tiers[:j] for j in _free_gpu_hits(before, block_hashes, tiers))
+
+
+def _hints(ops, steps):
     def hint(i: int, key: str, e: dict, g: dict) -> str:
         kind = ops[i][0]
         if any(g.get(k) == MISSING for k in KEYS):
             return ("keep the attributes the judge reads: gpu_free, gpu_ref_counts, gpu_hash_to_block, "
                     "cpu_lru, cpu_free, saves, loads")
+        if kind == "lookup" and key != "ret":
+            return ("lookup changes nothing, not even the CPU's LRU order: only allocate refreshes a CPU hit "
+                    "(a lookup may be a question the scheduler asks and drops)")
         if kind == "lookup":
             return _lookup_hint(e["ret"], g["ret"])
         if kind == "take":
@@ -184,9 +243,27 @@ def _hints(ops):
                     "that sits in gpu_free; None only when fewer are free, and then nothing changes")
         if kind == "allocate" and e["ret"] is None:
             return "a refused allocate (None) changes nothing: check the free blocks before touching anything"
-        return _allocate_hint(key, e, g)
+        return _allocate_hint(key, e, g, steps[i - 1], ops[i][2])
 
     return hint
+
+
+def _lru_order_hint(exp: list, got: list, before: dict, block_hashes: list, tiers: list) -> str:
+    """Which of the call's moves put the CPU's LRU order wrong, from the first place where it differs: a
+    CPU hit's refresh, or a written-out block's entry."""
+    hits = {h for h, t in zip(block_hashes, tiers) if t == "cpu"}
+    written = {pair[0] for pair in exp} - {pair[0] for pair in before["cpu_lru"]}
+    first = next(j for j, (a, b) in enumerate(zip(exp, got)) if a != b)
+    involved = {exp[first][0], got[first][0]}
+    if involved & written and not involved & hits:
+        return ("a written-out block enters cpu_lru as the most recently used: at the END, after the CPU "
+                "hits the same call refreshed")
+    if involved & hits and not involved & written:
+        return ("LRU order on the CPU: a CPU hit moves to the most recently used end (the prefix's last "
+                "block first, so its first ends newest)")
+    return ("LRU order on the CPU: a CPU hit moves to the most recently used end (the prefix's last block "
+            "first), and a written-out block enters there after them; this call did both, and the order "
+            "alone does not say which went wrong")
 
 
 def _lookup_hint(e, g) -> str:
@@ -199,13 +276,22 @@ def _lookup_hint(e, g) -> str:
             "does; lookup changes nothing")
 
 
-def _allocate_hint(key: str, e: dict, g: dict) -> str:
+def _allocate_hint(key: str, e: dict, g: dict, before: dict, block_hashes: list) -> str:
     if key == "gpu_free" and isinstance(g["gpu_free"], list) and len(g["gpu_free"]) > len(e["gpu_free"]):
         return ("a GPU hit on a free block takes it OUT of gpu_free: left there, it is evicted and handed "
                 "out again while a block table holds it")
+    tiers = _tiers(before, block_hashes)
+    if key in ("gpu_ref_counts", "ret") and e["ret"] != g["ret"] and \
+            _cpu_hit_ahead_of_a_free_gpu_hit(before, block_hashes, tiers):
+        return _TAKE_HITS_FIRST
     if key in ("gpu_ref_counts", "ret") and e["ret"] != g["ret"]:
         return ("GPU hits are shared (one reference more) and go in the table; the other blocks come from "
                 "the FRONT of gpu_free")
+    if key == "gpu_ref_counts" and isinstance(g["gpu_ref_counts"], list):
+        hits = [before["gpu_hash_to_block"][h] for h, t in zip(block_hashes, tiers) if t == "gpu"]
+        if any(g["gpu_ref_counts"][b] < e["gpu_ref_counts"][b] for b in hits):
+            return ("a GPU hit gains one reference: raise its count by one, do not set it to 1 (other "
+                    "tables may hold it already)")
     if key == "saves":
         got, exp = g["saves"], e["saves"]
         pinned = {pair[0] for pair in e["loads"]}                  # slots the queued loads read
@@ -227,8 +313,7 @@ def _allocate_hint(key: str, e: dict, g: dict) -> str:
     if key == "cpu_lru":
         got, exp = g["cpu_lru"], e["cpu_lru"]
         if isinstance(got, list) and sorted(map(tuple, got)) == sorted(map(tuple, exp)):
-            return ("LRU order on the CPU: a CPU hit moves to the most recently used end (the prefix's last "
-                    "block first, so its first ends newest), a written-out block enters there")
+            return _lru_order_hint(exp, got, before, block_hashes, tiers)
         if isinstance(got, list) and {tuple(p)[0] for p in got} < {tuple(p)[0] for p in exp}:
             return ("a loaded-back block stays on the CPU (both tiers hold it): a CPU hit is copied, not "
                     "moved, so its later eviction from the GPU needs no write-out")

@@ -61,10 +61,11 @@ def wrong_class_hint(got_raised) -> str:
             f"name, and a caller's `except {promised}` does not catch it")
 
 
-def compare_steps(ops, expected: dict, got: dict, keys, render, hint, trail=None):
+def compare_steps(ops, expected: dict, got: dict, keys, render, hint, trail=None, error_hint=None):
     """The Outcome of the first differing step; `render(op, step)`, `hint(i, key, e, g)` come per exercise,
     and optionally `trail(ops, steps, i)`, the lines that lead to step i (default: the last ten ops, each
-    with what the oracle returned)."""
+    with what the oracle returned), and `error_hint(i, steps)`, the hint for a step where the submission
+    raised (steps: the oracle's; every step before i agreed), when the exception brought none."""
     exp_steps, got_steps = expected["steps"], got["steps"]
     for i, e in enumerate(exp_steps):
         if "error" in e:
@@ -74,6 +75,8 @@ def compare_steps(ops, expected: dict, got: dict, keys, render, hint, trail=None
         if "error" in g:
             outcome = Outcome.from_child(g["error"])
             outcome.details = [f"at step {i + 1}, {render(ops[i], None)}:", *trail_lines, *outcome.details]
+            if error_hint is not None and not outcome.hint:
+                outcome.hint = error_hint(i, exp_steps)
             return outcome
         for key in keys:
             if key not in e and key not in g:

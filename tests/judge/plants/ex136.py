@@ -99,6 +99,24 @@ PLANTS = {
         ('        if key:\n            leaf = TreeNode(key, value, node)',
          '        if len(key) != len(value) * self.block_size:\n            raise ValueError("insert: wrong number of blocks")\n        if key:\n            leaf = TreeNode(key, value, node)'),
     ], WA, 'BEFORE the walk'),
+    'match_stamps_only_the_last_node': Plant([
+        ('            child.last_access_time = self.clock\n            blocks += child.value',
+         '            blocks += child.value'),
+        ('            if ends_inside:\n                break\n        return blocks, node',
+         '            if ends_inside:\n                break\n        node.last_access_time = self.clock\n        return blocks, node'),
+    ], WA, 'every node on its path, not only'),
+    'match_cuts_the_callers_list': Plant([
+        ('        key = list(token_ids[: len(token_ids) // self.block_size * self.block_size])',
+         '        del token_ids[len(token_ids) // self.block_size * self.block_size:]\n        key = list(token_ids)'),
+    ], WA, 'arguments are read-only'),
+    'unlock_checks_while_walking_up': Plant([
+        ('        walk = node\n        while walk is not self.root_node:\n            if walk.lock_ref == 0:\n                raise ValueError("dec_lock_ref: a node on the path holds no lock")\n            walk = walk.parent\n        while node is not self.root_node:\n            node.lock_ref -= 1\n',
+         '        while node is not self.root_node:\n            if node.lock_ref == 0:\n                raise ValueError("dec_lock_ref: a node on the path holds no lock")\n            node.lock_ref -= 1\n'),
+    ], WA, 'BEFORE it changes any'),
+    'unlock_from_the_root_down': Plant([
+        ('        walk = node\n        while walk is not self.root_node:\n            if walk.lock_ref == 0:\n                raise ValueError("dec_lock_ref: a node on the path holds no lock")\n            walk = walk.parent\n        while node is not self.root_node:\n            node.lock_ref -= 1\n            if node.lock_ref == 0:\n                self._evictable += len(node.value)\n                self._protected -= len(node.value)\n            node = node.parent\n',
+         '        path = []\n        while node is not self.root_node:\n            path.append(node)\n            node = node.parent\n        for node in reversed(path):\n            if node.lock_ref == 0:\n                raise ValueError("dec_lock_ref: a node on the path holds no lock")\n            node.lock_ref -= 1\n            if node.lock_ref == 0:\n                self._evictable += len(node.value)\n                self._protected -= len(node.value)\n'),
+    ], WA, 'BEFORE it changes any'),
     'evict_frees_one_leaf_for_zero': Plant([
         ('        while freed < num_blocks and heap:',
          '        while heap and (freed < num_blocks or not freed):'),

@@ -57,4 +57,32 @@ PLANTS = {
     'raises_on_a_valid_length': Plant([
         ('num_computed_tokens <= limit:', 'num_computed_tokens < limit:'),
     ], WA, 'must not raise'),
+    'zero_computed_tokens_taken': Plant([
+        ('max(1, num_hashed * bs) <= num_computed_tokens', 'num_hashed * bs <= num_computed_tokens'),
+    ], WA, 'at least one token is computed'),
+    'past_the_table_taken': Plant([
+        ('    limit = min(len(seq), len(table) * bs)\n', '    limit = len(seq)\n'),
+    ], WA, 'slots for len(block_table) * block_size tokens only'),
+    'a_bool_taken_for_an_int': Plant([
+        ('    if isinstance(num_computed_tokens, bool) or not isinstance(num_computed_tokens, int) \\\n',
+         '    if not isinstance(num_computed_tokens, int) \\\n'),
+    ], WA, 'must be an int'),
+    'a_float_taken_for_an_int': Plant([
+        ('not isinstance(num_computed_tokens, int)', 'not isinstance(num_computed_tokens, (int, float))'),
+    ], WA, 'must be an int'),
+    'one_block_too_many_at_a_boundary': Plant([
+        ('keep = -(-num_computed_tokens // bs)', 'keep = num_computed_tokens // bs + 1'),
+    ], WA, 'and no more: at an exact block boundary'),
+    'shared_lookahead_freed_to_zero': Plant([
+        ('        block_manager.pool.free([block_id])\n',
+         '        block_manager.pool.free([block_id] * block_manager.blocks[block_id].ref_count)\n'),
+    ], WA, 'a fork'),
+    'hashed_blocks_mapped_again': Plant([
+        ('            block_manager.hash_to_block_id[block.hash] = block.block_id\n        prefix = block.hash',
+         '        block_manager.hash_to_block_id[block.hash] = block.block_id\n        prefix = block.hash'),
+    ], WA, 'is left alone, its hash_to_block_id entry too'),
+    'existing_entry_kept': Plant([
+        ('            block_manager.hash_to_block_id[block.hash] = block.block_id\n',
+         '            block_manager.hash_to_block_id.setdefault(block.hash, block.block_id)\n'),
+    ], WA, 'replaces the hash_to_block_id entry'),
 }

@@ -42,7 +42,7 @@ PLANTS = {
     'hits_in_the_free_queue_not_counted': Plant([
         ('        needed = len(block_hashes) - len(gpu_hits) + sum(1 for b in gpu_hits if self.gpu_ref_counts[b] == 0)',
          '        needed = len(block_hashes) - len(gpu_hits)'),
-    ], RE, 'empty deque'),
+    ], RE, 'GPU hits sitting in gpu_free need a block each'),
     'refuses_an_exact_fit': Plant([
         ('        if needed > len(self.gpu_free):', '        if needed >= len(self.gpu_free):'),
     ], WA, 'None only when fewer'),
@@ -55,6 +55,23 @@ PLANTS = {
     'transfers_not_emptied': Plant([
         ('        self.saves, self.loads = [], []\n', '        self.saves, self.loads = list(saves), list(loads)\n'),
     ], WA, 'empties'),
+    'hits_taken_with_the_fresh_blocks': Plant([
+        ('            if t == "gpu":\n                self._take(self.gpu_hash_to_block[h])\n            else:',
+         '            if t == "gpu":\n                pass\n            else:'),
+        ('                table.append(self.gpu_hash_to_block[h])\n',
+         '                self._take(self.gpu_hash_to_block[h])\n                table.append(self.gpu_hash_to_block[h])\n'),
+    ], RE, 'take every hit before any fresh block'),
+    'lookup_refreshes_the_cpu_lru': Plant([
+        ('            elif h in self.cpu_lru:\n                tiers.append("cpu")\n',
+         '            elif h in self.cpu_lru:\n                tiers.append("cpu")\n                self.cpu_lru.move_to_end(h)\n'),
+    ], WA, 'lookup changes nothing, not even'),
+    'written_out_block_enters_as_the_oldest': Plant([
+        ('        self.cpu_lru[h] = slot\n',
+         '        self.cpu_lru[h] = slot\n        self.cpu_lru.move_to_end(h, last=False)\n'),
+    ], WA, 'a written-out block enters cpu_lru'),
+    'hit_reference_set_to_one': Plant([
+        ('        self.gpu_ref_counts[block] += 1\n', '        self.gpu_ref_counts[block] = 1\n'),
+    ], WA, 'raise its count by one'),
     'pins_never_dropped': Plant([
         ('        for slot, _ in loads:\n            self.cpu_pins[slot] -= 1\n', ''),
     ], WA, 'unpins them'),
