@@ -102,13 +102,20 @@ class KVCacheCoordinator:
                    for manager, blocks in zip(self.managers, computed))
 
     def allocate_slots(self, request_id: str, num_tokens: int, computed_blocks=None) -> bool:
-        """Table entries for `num_tokens` tokens in every group (a new request's hit first); False, and
-        nothing changed, when the pool cannot give every group what it needs."""
+        """Table entries for `num_tokens` tokens in every group; False, and nothing changed, when the pool
+        cannot give every group what it needs.
+
+        A new request's hit is touched in EVERY group before any group takes a fresh block, as vLLM's
+        `allocate_new_computed_blocks` does (its issue #33775): a group's hit may sit at the front of the free
+        queue, where another group's fresh allocation would take it and put it in two groups' tables.
+        """
         if self.num_blocks_to_allocate(request_id, num_tokens, computed_blocks) > self.pool.num_free():
             return False
         computed = computed_blocks or [[] for _ in self.managers]
         for manager, blocks in zip(self.managers, computed):
-            manager.allocate_slots(request_id, num_tokens, blocks)
+            manager.add_computed_blocks(request_id, blocks)
+        for manager in self.managers:
+            manager.allocate_new_blocks(request_id, num_tokens)
         return True
 
     def cache_blocks(self, request_id: str, hashes: list[int], num_tokens: int) -> None:

@@ -183,3 +183,26 @@ def test_allocation_that_does_not_fit_changes_nothing():
     before = list(coord.pool.ref_counts)
     assert not coord.allocate_slots("b", 8)
     assert coord.pool.ref_counts == before and "b" not in coord.managers[0].block_tables
+
+
+def test_one_groups_fresh_block_never_takes_another_groups_untouched_hit():
+    # block size 4, [full, window 5]: a's window frees its blocks 4 and 5 while the pool is full, so they
+    # lead the free queue; b's window hit is block 5, and the full group's fresh block must not take it
+    coord = KVCacheCoordinator(7, 4, [KVCacheGroupSpec("full_attention"),
+                                      KVCacheGroupSpec("sliding_window", 5)])
+    toks = list(range(12))
+    assert coord.allocate_slots("a", 12)
+    coord.cache_blocks("a", block_hashes(toks, 4), 12)
+    assert coord.managers[1].block_tables["a"] == [4, 5, 6]
+    coord.remove_skipped_blocks("a", 12)
+    coord.free("a")
+    assert list(coord.pool.free_block_ids) == [5, 4, 3, 2, 1, 6]
+    b = toks[:8] + [99]
+    hashes = block_hashes(b, 4)
+    hits, length = coord.find_longest_cache_hit(hashes, 8)
+    assert (hits, length) == ([[1, 2], [coord.null_block, 5]], 8)
+    assert coord.allocate_slots("b", 9, hits)
+    full, window = (m.block_tables["b"] for m in coord.managers)
+    assert window[:2] == [coord.null_block, 5] and full[:2] == [1, 2]
+    assert not set(full) & set(window), f"a block in both groups' tables: {full}, {window}"
+    check_refs(coord.pool, [full, window], coord.null_block)
