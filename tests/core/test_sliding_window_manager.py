@@ -206,3 +206,21 @@ def test_one_groups_fresh_block_never_takes_another_groups_untouched_hit():
     assert window[:2] == [coord.null_block, 5] and full[:2] == [1, 2]
     assert not set(full) & set(window), f"a block in both groups' tables: {full}, {window}"
     check_refs(coord.pool, [full, window], coord.null_block)
+
+
+def test_without_the_rule_full_attentions_search_runs_on_a_full_attention_manager(monkeypatch):
+    # the rule is chosen by the group's kind (vLLM maps a spec to its manager class), never by calling one
+    # class's method on another class's instance
+    searched_by = []
+    full_search = FullAttentionManager.find_longest_cache_hit
+
+    def spy(self, hashes, max_length):
+        searched_by.append(type(self))
+        return full_search(self, hashes, max_length)
+
+    monkeypatch.setattr(FullAttentionManager, "find_longest_cache_hit", spy)
+    coord = KVCacheCoordinator(20, 2, [KVCacheGroupSpec("full_attention"),
+                                       KVCacheGroupSpec("sliding_window", 4)], sliding_window_rule=False)
+    hashes = block_hashes(list(range(8)), 2)
+    coord.find_longest_cache_hit(hashes, 7)
+    assert searched_by and set(searched_by) == {FullAttentionManager}
