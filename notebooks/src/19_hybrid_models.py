@@ -139,8 +139,8 @@ print("ref counts of blocks 1..4:", pool.ref_counts[1:5], " free queue:", list(p
 # The reference knows nothing of blocks: for every request and step it lists the positions some later query
 # may read or write (every slot from `num_computed_tokens - W + 1` on) and maps them to table entries. The
 # manager must hold exactly those entries, and the pool's reference counts must equal the number of tables
-# that hold each block, over random requests that share prefixes, with hits (`table_mismatches`, in
-# pagedkv_lib/testing/window_reference.py):
+# that hold each block (and no block may sit in both groups' tables), over random requests that share
+# prefixes, with hits (`table_mismatches`, in pagedkv_lib/testing/window_reference.py):
 
 # %%
 from pagedkv_lib.core.kv_cache_coordinator import KVCacheCoordinator, KVCacheGroupSpec

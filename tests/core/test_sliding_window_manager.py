@@ -224,3 +224,20 @@ def test_without_the_rule_full_attentions_search_runs_on_a_full_attention_manage
     hashes = block_hashes(list(range(8)), 2)
     coord.find_longest_cache_hit(hashes, 7)
     assert searched_by and set(searched_by) == {FullAttentionManager}
+
+
+def test_under_a_tight_pool_the_replay_finds_no_block_in_two_groups_and_catches_one_group_at_a_time(
+        monkeypatch):
+    tight = [(4, 5, 24), (16, 16, 12)]                 # block size, window, blocks in the pool
+    assert sum(table_mismatches(seed, bs, w, num_blocks=n) for bs, w, n in tight for seed in range(6)) == 0
+
+    def one_group_at_a_time(self, request_id, num_tokens, computed_blocks=None):
+        if self.num_blocks_to_allocate(request_id, num_tokens, computed_blocks) > self.pool.num_free():
+            return False
+        for manager, blocks in zip(self.managers, computed_blocks or [[] for _ in self.managers]):
+            manager.add_computed_blocks(request_id, blocks)
+            manager.allocate_new_blocks(request_id, num_tokens)
+        return True
+
+    monkeypatch.setattr(KVCacheCoordinator, "allocate_slots", one_group_at_a_time)
+    assert sum(table_mismatches(seed, bs, w, num_blocks=n) for bs, w, n in tight for seed in range(6)) > 0
