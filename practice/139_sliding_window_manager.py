@@ -13,9 +13,12 @@ reads: the last ceil((W - 1) / block_size) blocks before L, all cached; search f
 cached blocks that reaches the first block is a hit too, however short).
 
 Prefix cache: `cache_blocks` registers full blocks under their hash (block_hashes[i] is the chained hash of
-block i, given by the caller); the FIRST block registered under a hash keeps it; a freed block stays
-registered (it can be hit, and a hit takes it back from the free queue with pool.touch) until it is taken
-from the pool again for other tokens: then its hash no longer names it.
+block i, given by the caller), every one, a duplicate too: a request whose prompt is already cached gets a
+fresh block for its last tokens (block tables only grow, so it is not swapped for the cached one), and that
+block is registered beside the first, as vLLM's BlockPool does (block_pool.py@002f349). A hit takes the
+block registered FIRST among those a hash still names. A freed block stays registered (it can be hit, and a
+hit takes it back from the free queue with pool.touch) until it is taken from the pool again for other
+tokens: then its hash no longer names it, and the next block registered under that hash serves the hits.
 
 What the judge reads after every call: what each method returns, `block_tables` (request id -> list of
 block ids, null_block included), the pool's free queue (in order) and reference counts.

@@ -13,9 +13,12 @@ reads: the last ceil((W - 1) / block_size) blocks before L, all cached; search f
 cached blocks that reaches the first block is a hit too, however short).
 
 Prefix cache: `cache_blocks` registers full blocks under their hash (block_hashes[i] is the chained hash of
-block i, given by the caller); the FIRST block registered under a hash keeps it; a freed block stays
-registered (it can be hit, and a hit takes it back from the free queue with pool.touch) until it is taken
-from the pool again for other tokens: then its hash no longer names it.
+block i, given by the caller), every one, a duplicate too: a request whose prompt is already cached gets a
+fresh block for its last tokens (block tables only grow, so it is not swapped for the cached one), and that
+block is registered beside the first, as vLLM's BlockPool does (block_pool.py@002f349). A hit takes the
+block registered FIRST among those a hash still names. A freed block stays registered (it can be hit, and a
+hit takes it back from the free queue with pool.touch) until it is taken from the pool again for other
+tokens: then its hash no longer names it, and the next block registered under that hash serves the hits.
 
 What the judge reads after every call: what each method returns, `block_tables` (request id -> list of
 block ids, null_block included), the pool's free queue (in order) and reference counts.
@@ -43,7 +46,7 @@ class SlidingWindowManager:
         self.sliding_window = sliding_window
         self.null_block = null_block
         self.block_tables: dict[str, list[int]] = {}
-        self.hash_to_block: dict[int, int] = {}
+        self.hash_to_blocks: dict[int, list[int]] = {}    # hash -> its blocks, the first registered first
         self.block_to_hash: dict[int, int] = {}
         self.num_cached_blocks: dict[str, int] = {}
         self.num_window_blocks = -(-(sliding_window - 1) // block_size)
@@ -75,7 +78,7 @@ class SlidingWindowManager:
         for b in fresh:
             old = self.block_to_hash.pop(b, None)      # reused for other tokens: its hash is stale
             if old is not None:
-                del self.hash_to_block[old]
+                self.hash_to_blocks[old].remove(b)
         table.extend(fresh)
         return fresh
         # END SOLUTION
@@ -87,8 +90,8 @@ class SlidingWindowManager:
         num_full = min(num_tokens // self.block_size, len(block_hashes), len(table))
         for i in range(self.num_cached_blocks[request_id], num_full):
             b, h = table[i], block_hashes[i]
-            if b != self.null_block and h not in self.hash_to_block and b not in self.block_to_hash:
-                self.hash_to_block[h] = b
+            if b != self.null_block:
+                self.hash_to_blocks.setdefault(h, []).append(b)
                 self.block_to_hash[b] = h
         self.num_cached_blocks[request_id] = max(self.num_cached_blocks[request_id], num_full)
         # END SOLUTION
@@ -128,11 +131,11 @@ class SlidingWindowManager:
             return hits
         run = 0
         for i in range(num_blocks - 1, -1, -1):
-            block = self.hash_to_block.get(block_hashes[i])
-            if block is None:
+            blocks = self.hash_to_blocks.get(block_hashes[i])
+            if not blocks:
                 run = 0
                 continue
-            hits[i] = block
+            hits[i] = blocks[0]
             run += 1
             if run >= self.num_window_blocks:
                 return hits[: i + run]

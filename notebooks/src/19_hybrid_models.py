@@ -121,7 +121,7 @@ print("a gets", sw.allocate_slots("a", 12))
 sw.cache_blocks("a", hashes, 12)
 hit = sw.find_longest_cache_hit(hashes, 11)      # b: the same 12 tokens (at most 11 from the cache)
 print("b's hit", hit, "->", len(hit) * 4, "tokens")
-sw.allocate_slots("b", 13, hit)
+sw.allocate_slots("b", 12, hit)                  # b's 12 prompt tokens: the hit's 2 entries, 1 fresh block
 print("a frees", sw.remove_skipped_blocks("a", 12), "-> table", sw.block_tables["a"])
 print("again  ", sw.remove_skipped_blocks("a", 12), "(nothing twice)")
 print("ref counts of blocks 1..4:", pool.ref_counts[1:5], " free queue:", list(pool.free_block_ids))
@@ -129,15 +129,18 @@ print("ref counts of blocks 1..4:", pool.ref_counts[1:5], " free queue:", list(p
 # %% [markdown]
 # Block 2 left a's window but b still reads it: it kept b's reference. Block 1 had one reference and went
 # back to the END of the free queue, still holding its hash, so a later request can hit it until the pool
-# hands it out again.
+# hands it out again. b's last block holds the same tokens as a's block 3 (b's hit stopped a block short,
+# at most 11 tokens from the cache), and it is registered too, as vLLM registers such a duplicate: block
+# tables only grow, so b keeps its own copy, and hits go to the copy registered first while it is cached,
+# then to the next.
 #
 # ## 4. Check: a per-token brute force
 #
 # The reference knows nothing of blocks: for every request and step it lists the positions some later query
 # may read or write (every slot from `num_computed_tokens - W + 1` on) and maps them to table entries. The
 # manager must hold exactly those entries, and the pool's reference counts must equal the number of tables
-# that hold each block, over random requests that share prefixes, with hits (`table_mismatches`, in
-# pagedkv_lib/testing/window_reference.py):
+# that hold each block (and no block may sit in both groups' tables), over random requests that share
+# prefixes, with hits (`table_mismatches`, in pagedkv_lib/testing/window_reference.py):
 
 # %%
 from pagedkv_lib.core.kv_cache_coordinator import KVCacheCoordinator, KVCacheGroupSpec
@@ -159,6 +162,11 @@ for block_size, window in ((1, 4), (4, 6), (16, 33)):
 # short). The request's hit is the agreement: each group cuts the candidate length to its own longest hit
 # within it, until a whole pass changes nothing (vLLM's `HybridKVCacheCoordinator.find_longest_cache_hit`).
 #
+# A window of one token reads nothing before its query: the course's hit for it is the null block in every
+# entry, as long as the other groups allow. vLLM asks for ceil(0 / block_size) = 0 cached blocks in a row,
+# so its search stops at the first cached block from the right and keeps that block: the same length
+# whenever the candidate's last block is cached in that group, and none when no block is.
+#
 # Below, the full group has all 9 blocks of a prompt cached, and the sliding group (W = 5) lost its first
 # three to eviction; with the rule the request still gets its hit, without it (full attention's rule for the
 # sliding group too) it gets nothing:
@@ -177,6 +185,30 @@ for rule in (True, False):
     print(f"sliding-window rule {str(rule):5s}: hit {length} tokens; sliding group's hit table {hits[1]}")
 
 # %% [markdown]
+# Admitting the request, `KVCacheCoordinator.allocate_slots` first touches the hit's blocks in EVERY group,
+# and only then takes fresh blocks for each group, as vLLM's coordinator does. Touching one group at a time
+# is not enough: a sliding group's hit is often a block it freed while the request ran, near the front of
+# the free queue, and the full group's fresh block would be taken from there. Below, request a's window
+# freed its first two blocks while the pool was full, so they lead the free queue, and b's window hit is
+# one of them:
+
+# %%
+coord = KVCacheCoordinator(7, 4, [KVCacheGroupSpec("full_attention"), KVCacheGroupSpec("sliding_window", 5)])
+a_tokens = list(range(300, 312))
+coord.allocate_slots("a", 12)
+coord.cache_blocks("a", block_hashes(a_tokens, 4), 12)
+coord.remove_skipped_blocks("a", 12)
+coord.free("a")
+print("free queue after a:", list(coord.pool.free_block_ids))
+b_tokens = a_tokens[:8] + [7]
+hits, length = coord.find_longest_cache_hit(block_hashes(b_tokens, 4), 8)
+print(f"b's hit: {length} tokens, full group {hits[0]}, sliding group {hits[1]}")
+coord.allocate_slots("b", 9, hits)
+full_table, sliding_table = (m.block_tables["b"] for m in coord.managers)
+print(f"b's tables: full {full_table}, sliding {sliding_table}; "
+      f"blocks in both: {sorted(set(full_table) & set(sliding_table))}")
+
+# %% [markdown]
 # ## 6. One page size for every group
 #
 # vLLM keeps ONE pool of blocks of one size
@@ -184,11 +216,11 @@ for rule in (True, False):
 # KV cache groups of the same number of layers, and a block of any group holds block_size tokens of each of
 # its layers. For the 5:1 pattern, 40 sliding and 8 full layers make 6 groups of 8; the alternating one makes
 # 2 groups of 24. A state layer's state is much larger than a block of attention, so vLLM grows the attention
-# block size until one page holds a state, and pads the state to the page. With Qwen3-Next's shapes
-# (transformers' `Qwen3NextConfig`: 2 KV heads of 256 in its full layers; 32 value heads and 16 key heads of
-# 128 and a convolution of width 4 in its linear-attention layers). The state's size is the course's
-# assumption, not read from an engine: one key-by-value matrix per value head plus the convolution's last 3
-# inputs, stored in bf16:
+# block size until one page holds a state, and pads the state to the page. The cell below does that for
+# Qwen3-Next's shapes (transformers' `Qwen3NextConfig`: 2 KV heads of 256 in its full layers; 32 value heads
+# and 16 key heads of 128 and a convolution of width 4 in its linear-attention layers). The state's size is
+# the course's assumption, not read from an engine: one key-by-value matrix per value head plus the
+# convolution's last 3 inputs, stored in bf16.
 
 # %%
 for name in ("5:1 local:global, W 1024", "alternating, W 128"):
@@ -219,7 +251,8 @@ print(f"state {qwen.state_bytes / 2**20:.2f} MiB per layer; one token of one att
 from pagedkv_lib.studies.memory import GiB
 from pagedkv_lib.viz.hybrid_plots import plot_kv_bytes
 
-rows = hm.capacity_table(budget_bytes=40 * GiB, block_size=16)
+budget = 40 * GiB
+rows = hm.capacity_table(budget_bytes=budget, block_size=16)
 print(f"{'model':26s} {'context':>7s} {'MiB/seq':>8s} {'fit':>5s} {'vs full':>7s}")
 for r in rows:
     print(f"{r['model']:26s} {r['context_len']:7d} {r['kv_mib']:8.0f} {r['fit']:5d} {r['vs_full']:7.2f}")
@@ -229,10 +262,14 @@ plt.show()
 
 # %%
 at = {(r["model"], r["context_len"]): r for r in rows}
+full = at[("full attention", 131072)]
 local, alt = at[("5:1 local:global, W 1024", 131072)], at[("alternating, W 128", 131072)]
-print(f"At 131072 tokens the 5:1 pattern fits {local['vs_full']:.1f} times the sequences of full attention, "
-      f"the alternating one {alt['vs_full']:.1f} times: past its window a sliding layer costs nothing more, "
-      f"so the share of full layers (1 in 6, 1 in 2) sets the limit.")
+print(f"At 131072 tokens a sequence of the 5:1 pattern takes {full['kv_mib'] / local['kv_mib']:.1f} times "
+      f"less KV memory than full attention, the alternating one {full['kv_mib'] / alt['kv_mib']:.1f} times "
+      f"less: past its window a sliding layer costs nothing more, so the share of full layers (1 in 6, 1 in "
+      f"2) sets the cost. In whole sequences the pool holds {local['fit']} and {alt['fit']} against "
+      f"{full['fit']}, ratios of {local['vs_full']:.1f} and {alt['vs_full']:.1f}: larger, because full "
+      f"attention would fit {budget / 2**20 / full['kv_mib']:.2f} sequences, rounded down to {full['fit']}.")
 
 # %% [markdown]
 # ## 8. Measured: prefix hits with and without the sliding-window rule
@@ -277,9 +314,10 @@ for name in ("5:1 local:global, W 1024", "alternating, W 128"):
 #
 # **139 · Sliding-window KV cache group · hard.** In `practice/139_sliding_window_manager.py`, write
 # `SlidingWindowManager` over the course's `BlockPool`: `allocate_slots` (a new request's hit first, touched;
-# fresh blocks; `None` and no change without room), `cache_blocks`, `remove_skipped_blocks` (the blocks that
-# left the window, newest first, one reference each, never twice), `free`, and `find_longest_cache_hit` (from
-# the right, within `max_length`). The docstrings state the contract. Grade it with
+# fresh blocks; `None` and no change without room), `cache_blocks` (every full block, a duplicate too, never
+# the null block), `remove_skipped_blocks` (the blocks that left the window, newest first, one reference
+# each, never twice), `free`, and `find_longest_cache_hit` (from the right, within `max_length`, changing
+# nothing). The docstrings state the contract. Grade it with
 #
 #     python practice/judge.py 139
 #
@@ -348,9 +386,14 @@ shown = show_reference(139)
 #   replaced by the null block, the walk stopping at the first null one).
 # - **The coordinator**: `vllm-project/vllm@00b08dc:vllm/v1/core/kv_cache_coordinator.py`,
 #   `HybridKVCacheCoordinator.find_longest_cache_hit`: an iterative fixed point, each attention type
-#   accepting or reducing the candidate length, full attention scanned first; `UnitaryKVCacheCoordinator`
-#   for one group, `KVCacheCoordinatorNoPrefixCache` without caching. In that tree a retention interval also
-#   keeps sliding-window and Mamba checkpoints sparse; the course leaves it out.
+#   accepting or reducing the candidate length, full attention scanned first; `allocate_new_computed_blocks`,
+#   which touches every group's hit before any group takes a fresh block (vLLM's issue #33775);
+#   `UnitaryKVCacheCoordinator` for one group, `KVCacheCoordinatorNoPrefixCache` without caching. In that
+#   tree a retention interval also keeps sliding-window and Mamba checkpoints sparse; the course leaves it
+#   out.
+# - **The block pool**: `vllm-project/vllm@002f349:vllm/v1/core/block_pool.py`, `cache_full_blocks` (no
+#   de-duplication: a full block is cached even when another one already holds its hash, so that block
+#   tables only grow) and `get_cached_block` (the first of the duplicates).
 # - **The models**: `huggingface/transformers@008f5c8:src/transformers/models/gemma3/configuration_gemma3.py`
 #   (`sliding_window_pattern` 6, "5:1"; the Gemma 3 Technical Report, arXiv:2503.19786, gives the local span
 #   as 1024), `openai/gpt-oss@0568dfc:gpt_oss/torch/model.py` (`sliding_window` 128 on even layers),

@@ -11,7 +11,8 @@ the first bound). Here a group with several layers stands for them all: the byte
 (studies/hybrid_memory.py does that arithmetic).
 
 `sliding_window_rule=False` gives the sliding-window groups full attention's hit rule (every block of the
-prefix must still be cached), the baseline that notebook 19 measures the rule against.
+prefix must still be cached), the baseline that notebook 19 measures the rule against: the rule is chosen by
+kind, a full-attention manager searching the group's entries of the index.
 """
 from __future__ import annotations
 
@@ -26,6 +27,12 @@ from .state_manager import StateManager
 from .validation import check_positive_int
 
 GROUP_KINDS = ("full_attention", "sliding_window", "state")
+# a group's kind chooses its manager class, as vLLM's `spec_manager_map` maps a spec type to one
+MANAGER_OF_KIND: dict[str, type[SingleTypeManager]] = {
+    "full_attention": FullAttentionManager,
+    "sliding_window": SlidingWindowManager,
+    "state": StateManager,
+}
 
 
 @dataclass(frozen=True)
@@ -68,18 +75,21 @@ class KVCacheCoordinator:
         self.specs = list(groups)
         self.sliding_window_rule = sliding_window_rule
         self.managers: list[SingleTypeManager] = [self._manager(spec, i) for i, spec in enumerate(groups)]
+        self.hit_searchers = [self._hit_searcher(spec, i) for i, spec in enumerate(groups)]
 
     def _manager(self, spec: KVCacheGroupSpec, group_id: int) -> SingleTypeManager:
-        shared = (self.pool, self.block_size)
-        if spec.kind == "sliding_window":
-            return SlidingWindowManager(*shared, spec.sliding_window, self.null_block, self.index, group_id)
-        kind = FullAttentionManager if spec.kind == "full_attention" else StateManager
-        return kind(*shared, self.null_block, self.index, group_id)
+        """A manager of the class MANAGER_OF_KIND names for the spec's kind."""
+        window = () if spec.sliding_window is None else (spec.sliding_window,)
+        return MANAGER_OF_KIND[spec.kind](self.pool, self.block_size, *window, self.null_block, self.index,
+                                          group_id)
 
-    def _group_hit(self, manager: SingleTypeManager, hashes: list[int], max_length: int) -> list[int]:
-        if isinstance(manager, SlidingWindowManager) and not self.sliding_window_rule:
-            return FullAttentionManager.find_longest_cache_hit(manager, hashes, max_length)
-        return manager.find_longest_cache_hit(hashes, max_length)
+    def _hit_searcher(self, spec: KVCacheGroupSpec, group_id: int) -> SingleTypeManager:
+        """Who finds the group's prefix hits: its own manager, or, for a sliding-window group without the
+        sliding-window rule, a full-attention manager over the group's entries of the index (it holds no
+        table; only its find_longest_cache_hit is called)."""
+        if spec.kind == "sliding_window" and not self.sliding_window_rule:
+            return self._manager(KVCacheGroupSpec("full_attention"), group_id)
+        return self.managers[group_id]
 
     def find_longest_cache_hit(self, hashes: list[int], max_length: int) -> tuple[list[list[int]], int]:
         """(each group's hit blocks, the hit length in tokens) of the longest prefix of at most
@@ -87,8 +97,8 @@ class KVCacheCoordinator:
         length = max_length // self.block_size * self.block_size
         while True:
             hits, agreed = [], length
-            for manager in self.managers:
-                hit = self._group_hit(manager, hashes, agreed)
+            for searcher in self.hit_searchers:
+                hit = searcher.find_longest_cache_hit(hashes, agreed)
                 agreed = min(agreed, len(hit) * self.block_size)
                 hits.append(hit)
             if agreed == length:
@@ -102,13 +112,20 @@ class KVCacheCoordinator:
                    for manager, blocks in zip(self.managers, computed))
 
     def allocate_slots(self, request_id: str, num_tokens: int, computed_blocks=None) -> bool:
-        """Table entries for `num_tokens` tokens in every group (a new request's hit first); False, and
-        nothing changed, when the pool cannot give every group what it needs."""
+        """Table entries for `num_tokens` tokens in every group; False, and nothing changed, when the pool
+        cannot give every group what it needs.
+
+        A new request's hit is touched in EVERY group before any group takes a fresh block, as vLLM's
+        `allocate_new_computed_blocks` does (its issue #33775): a group's hit may sit at the front of the free
+        queue, where another group's fresh allocation would take it and put it in two groups' tables.
+        """
         if self.num_blocks_to_allocate(request_id, num_tokens, computed_blocks) > self.pool.num_free():
             return False
         computed = computed_blocks or [[] for _ in self.managers]
         for manager, blocks in zip(self.managers, computed):
-            manager.allocate_slots(request_id, num_tokens, blocks)
+            manager.add_computed_blocks(request_id, blocks)
+        for manager in self.managers:
+            manager.allocate_new_blocks(request_id, num_tokens)
         return True
 
     def cache_blocks(self, request_id: str, hashes: list[int], num_tokens: int) -> None:

@@ -14,7 +14,8 @@ stands in a block table for a block the group does not need (a sliding window's 
 never touched, freed or registered.
 
 A request's step, in the order the coordinator calls them (vLLM's `KVCacheManager.allocate_slots`):
-find_longest_cache_hit (a new request), allocate_slots (the hit's blocks and fresh ones), the model runs,
+find_longest_cache_hit (a new request), allocate_slots (add_computed_blocks: the hit's blocks touched, in
+every group, then allocate_new_blocks: fresh ones), the model runs,
 cache_blocks (register the full blocks), remove_skipped_blocks (blocks no later token reads), and at the
 end free. Block hashes are the chained hashes of the request's full blocks (`BlockManager.compute_hash`).
 """
@@ -57,20 +58,33 @@ class SingleTypeManager:
     def allocate_slots(self, request_id: str, num_tokens: int, computed_blocks=()) -> list[int] | None:
         """Give `request_id` table entries for `num_tokens` tokens; returns the fresh blocks.
 
-        A new request may bring `computed_blocks`, a prefix hit (find_longest_cache_hit): they start its table
-        and each gains a reference (`BlockPool.touch`), null entries excepted. Returns None, and changes
-        nothing, when the pool has fewer free blocks than num_blocks_to_allocate.
+        One group on its own: add_computed_blocks, then allocate_new_blocks. Returns None, and changes
+        nothing, when the pool has fewer free blocks than num_blocks_to_allocate. Several groups over one
+        pool call the two halves through KVCacheCoordinator.allocate_slots instead.
         """
         computed_blocks = list(computed_blocks)
-        if computed_blocks and request_id in self.block_tables:
-            raise ValueError(f"computed_blocks: expected none for running request {request_id!r}, "
-                             f"got {computed_blocks}")
         if self.pool.num_free() < self.num_blocks_to_allocate(request_id, num_tokens, computed_blocks):
             return None
-        if request_id not in self.block_tables:
-            self.pool.touch([b for b in computed_blocks if b != self.null_block])
-            self.block_tables[request_id] = computed_blocks
-            self.num_cached_blocks[request_id] = len(computed_blocks)
+        self.add_computed_blocks(request_id, computed_blocks)
+        return self.allocate_new_blocks(request_id, num_tokens)
+
+    def add_computed_blocks(self, request_id: str, computed_blocks=()) -> None:
+        """Start a new request's table with its prefix hit (find_longest_cache_hit); each block but the null
+        block gains a reference (`BlockPool.touch`), which takes a freed one out of the free queue. A
+        running request brings none (vLLM's `add_local_computed_blocks`)."""
+        computed_blocks = list(computed_blocks)
+        if request_id in self.block_tables:
+            if computed_blocks:
+                raise ValueError(f"computed_blocks: expected none for running request {request_id!r}, "
+                                 f"got {computed_blocks}")
+            return
+        self.pool.touch([b for b in computed_blocks if b != self.null_block])
+        self.block_tables[request_id] = computed_blocks
+        self.num_cached_blocks[request_id] = len(computed_blocks)
+
+    def allocate_new_blocks(self, request_id: str, num_tokens: int) -> list[int]:
+        """Extend the request's table with fresh blocks from the front of the free queue up to
+        num_required_blocks(num_tokens) entries; returns them. The caller checked that they are free."""
         table = self.block_tables[request_id]
         fresh = self.pool.allocate(max(0, self.num_required_blocks(num_tokens) - len(table)))
         for b in fresh:

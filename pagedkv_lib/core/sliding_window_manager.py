@@ -12,6 +12,12 @@ A prefix hit of L tokens needs only the blocks that the next query, at position 
 L - 1, the last ceil((W - 1) / block_size) blocks before L (vLLM's `sliding_window_contiguous_blocks`). So the
 search goes from the RIGHT and stops at the first run of that many cached blocks; a run that reaches the first
 block is a hit too, however short. The blocks left of the run are null in the hit.
+
+A window of one token (W = 1) reads nothing before the query, so here its hit is the null block in every
+entry, as long as the candidate allows. vLLM's search (the same file) asks for cdiv(0, block_size) = 0 blocks
+in a row and so stops at the first cached block from the right: its hit holds that block and ends there (and
+is empty when no block of the candidate is cached). The two give the same length whenever the candidate's
+last block is cached in the group; otherwise the course's is longer, and no query reads what it lacks.
 """
 from __future__ import annotations
 
@@ -55,7 +61,7 @@ class SlidingWindowManager(SingleTypeManager):
         """Search from the right for `num_window_blocks` cached blocks in a row, within `max_length`."""
         num_blocks = min(max_length // self.block_size, len(block_hashes))
         hits = [self.null_block] * num_blocks
-        if self.num_window_blocks == 0:      # a window of one token reads nothing before the query
+        if self.num_window_blocks == 0:      # W = 1 reads nothing before the query (module docstring)
             return hits
         run = 0
         for i in range(num_blocks - 1, -1, -1):

@@ -23,13 +23,16 @@ def window_is_cached(is_cached, length: int, window: int, block_size: int) -> bo
     return all(is_cached(p // block_size) for p in range(max(0, length - window + 1), length))
 
 
-def table_mismatches(seed: int, block_size: int, window: int, steps: int = 80, vocab: int = 9) -> int:
+def table_mismatches(seed: int, block_size: int, window: int, steps: int = 80, vocab: int = 9,
+                     num_blocks: int = 2000) -> int:
     """Replay random requests sharing two stems (hits, decode steps, frees) through a full-attention plus a
-    sliding-window coordinator; count the steps where a sliding table holds other entries than
-    `needed_entries`, or where a pool reference count differs from the tables that hold the block."""
+    sliding-window coordinator of `num_blocks` blocks; count the steps where a sliding table holds other
+    entries than `needed_entries`, where a pool reference count differs from the tables that hold the block,
+    or where one block sits in both groups' tables (each group's blocks hold its own layers). A decode step
+    the pool cannot serve waits for the next step."""
     rng = random.Random(seed)
-    coord = KVCacheCoordinator(2000, block_size, [KVCacheGroupSpec("full_attention"),
-                                                  KVCacheGroupSpec("sliding_window", window)])
+    coord = KVCacheCoordinator(num_blocks, block_size, [KVCacheGroupSpec("full_attention"),
+                                                        KVCacheGroupSpec("sliding_window", window)])
     stems = [[rng.randrange(vocab) for _ in range(40)] for _ in range(2)]
     live: dict[str, list[int]] = {}
     bad = 0
@@ -51,8 +54,9 @@ def table_mismatches(seed: int, block_size: int, window: int, steps: int = 80, v
                 del live[rid]
             else:
                 tokens.append(rng.randrange(vocab))
-                coord.allocate_slots(rid, len(tokens))
-        bad += _reference_counts_differ(coord)
+                if not coord.allocate_slots(rid, len(tokens)):
+                    tokens.pop()
+        bad += _reference_counts_differ(coord) + _block_in_two_groups(coord)
     return bad
 
 
@@ -65,3 +69,13 @@ def _reference_counts_differ(coord: KVCacheCoordinator) -> bool:
                     held[b] = held.get(b, 0) + 1
     return any(coord.pool.ref_count(b) != held.get(b, 0) for b in range(coord.pool.num_blocks)
                if b != coord.null_block)
+
+
+def _block_in_two_groups(coord: KVCacheCoordinator) -> bool:
+    owners: dict[int, int] = {}
+    for group_id, manager in enumerate(coord.managers):
+        for table in manager.block_tables.values():
+            for b in table:
+                if b != coord.null_block and owners.setdefault(b, group_id) != group_id:
+                    return True
+    return False

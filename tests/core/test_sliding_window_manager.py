@@ -183,3 +183,61 @@ def test_allocation_that_does_not_fit_changes_nothing():
     before = list(coord.pool.ref_counts)
     assert not coord.allocate_slots("b", 8)
     assert coord.pool.ref_counts == before and "b" not in coord.managers[0].block_tables
+
+
+def test_one_groups_fresh_block_never_takes_another_groups_untouched_hit():
+    # block size 4, [full, window 5]: a's window frees its blocks 4 and 5 while the pool is full, so they
+    # lead the free queue; b's window hit is block 5, and the full group's fresh block must not take it
+    coord = KVCacheCoordinator(7, 4, [KVCacheGroupSpec("full_attention"),
+                                      KVCacheGroupSpec("sliding_window", 5)])
+    toks = list(range(12))
+    assert coord.allocate_slots("a", 12)
+    coord.cache_blocks("a", block_hashes(toks, 4), 12)
+    assert coord.managers[1].block_tables["a"] == [4, 5, 6]
+    coord.remove_skipped_blocks("a", 12)
+    coord.free("a")
+    assert list(coord.pool.free_block_ids) == [5, 4, 3, 2, 1, 6]
+    b = toks[:8] + [99]
+    hashes = block_hashes(b, 4)
+    hits, length = coord.find_longest_cache_hit(hashes, 8)
+    assert (hits, length) == ([[1, 2], [coord.null_block, 5]], 8)
+    assert coord.allocate_slots("b", 9, hits)
+    full, window = (m.block_tables["b"] for m in coord.managers)
+    assert window[:2] == [coord.null_block, 5] and full[:2] == [1, 2]
+    assert not set(full) & set(window), f"a block in both groups' tables: {full}, {window}"
+    check_refs(coord.pool, [full, window], coord.null_block)
+
+
+def test_without_the_rule_full_attentions_search_runs_on_a_full_attention_manager(monkeypatch):
+    # the rule is chosen by the group's kind (vLLM maps a spec to its manager class), never by calling one
+    # class's method on another class's instance
+    searched_by = []
+    full_search = FullAttentionManager.find_longest_cache_hit
+
+    def spy(self, hashes, max_length):
+        searched_by.append(type(self))
+        return full_search(self, hashes, max_length)
+
+    monkeypatch.setattr(FullAttentionManager, "find_longest_cache_hit", spy)
+    coord = KVCacheCoordinator(20, 2, [KVCacheGroupSpec("full_attention"),
+                                       KVCacheGroupSpec("sliding_window", 4)], sliding_window_rule=False)
+    hashes = block_hashes(list(range(8)), 2)
+    coord.find_longest_cache_hit(hashes, 7)
+    assert searched_by and set(searched_by) == {FullAttentionManager}
+
+
+def test_under_a_tight_pool_the_replay_finds_no_block_in_two_groups_and_catches_one_group_at_a_time(
+        monkeypatch):
+    tight = [(4, 5, 24), (16, 16, 12)]                 # block size, window, blocks in the pool
+    assert sum(table_mismatches(seed, bs, w, num_blocks=n) for bs, w, n in tight for seed in range(6)) == 0
+
+    def one_group_at_a_time(self, request_id, num_tokens, computed_blocks=None):
+        if self.num_blocks_to_allocate(request_id, num_tokens, computed_blocks) > self.pool.num_free():
+            return False
+        for manager, blocks in zip(self.managers, computed_blocks or [[] for _ in self.managers]):
+            manager.add_computed_blocks(request_id, blocks)
+            manager.allocate_new_blocks(request_id, num_tokens)
+        return True
+
+    monkeypatch.setattr(KVCacheCoordinator, "allocate_slots", one_group_at_a_time)
+    assert sum(table_mismatches(seed, bs, w, num_blocks=n) for bs, w, n in tight for seed in range(6)) > 0

@@ -21,6 +21,10 @@ Clauses of the contract -> the fixed script that holds each (ex139_data.FIXED):
     hit: a run from the first block is a hit however short           short_run_from_the_first_block
     hit: at most max_length tokens (the full-attention group's)      hit_at_most_max_length
     cache: a reused block no longer holds its old hash               stale_hash_after_reuse
+    cache: a duplicate is registered too; a hit takes the first      duplicate_serves_after_the_first_goes
+        registered, the duplicate once the first is reused
+    cache: null entries are never registered                         null_block_never_registered
+    hit: changes no reference count and no free queue                every script with a hit of real blocks
     free: last block first, never the null block                     worked_example
 """
 from __future__ import annotations
@@ -123,6 +127,20 @@ SHARED = ("remove_skipped_blocks and free drop only this request's reference (po
           "block another request shares stays allocated")
 TOUCH = ("a hit's blocks are shared: pool.touch each one that is not the null block (one more reference, "
          "out of the free queue if it was free)")
+ORDER = ("free the blocks that left the window newest first: walk from the window's edge back toward the "
+         "first block, so that the oldest block reaches the free queue last and stays cached longest")
+REFUSED = ("a refused allocate_slots returns None and changes nothing: decide first whether the pool has "
+           "room (the fresh blocks plus the hit's free blocks), then touch the hit and take the fresh blocks")
+LOOK = ("find_longest_cache_hit only looks: it changes no reference count and no free queue (allocate_slots "
+        "touches the hit's blocks when the request is admitted)")
+NULL = ("the null block holds no tokens: cache_blocks skips null entries, so no hash ever names it and a hit "
+        "never counts it as a cached block")
+DUPLICATE = ("register every full block, a duplicate too (a second block with the same tokens under the same "
+             "hash): when the first is taken from the pool for other tokens, the one registered after it "
+             "still serves hits")
+WHICH = ("the hit took another block for the same hash. Two causes look alike here: a hit takes the block "
+         "registered FIRST among those the hash still names (not the latest duplicate), and a block taken "
+         "from the pool for other tokens is no longer named by its old hash")
 WINDOW = ("a hit of L tokens needs only the blocks of its window: the query at position L reads tokens "
           "L - sliding_window + 1 .. L - 1, so ceil((sliding_window - 1) / block_size) cached blocks in a "
           "row before L, no more")
@@ -133,18 +151,21 @@ def _hints(case_name: str, ops):
         kind = ops[i][0]
         if g.get("tables") == MISSING:
             return "keep the attribute the judge reads: block_tables, request id -> list of block ids"
+        if kind == "hit" and key != "ret":
+            return LOOK
         if kind == "hit":
-            return _hit_hint(case_name, ops[i], ops[0][2], e.get("ret"), g.get("ret"))
+            return _hit_hint(case_name, ops[i], ops[0], e.get("ret"), g.get("ret"))
         if kind == "skip" and key == "raised":
             return ("never free a block twice: the null block takes a freed block's place in the table, and "
                     "the walk stops at the first null entry")
         if kind == "skip":
-            same_tables = e.get("tables") == g.get("tables") and e.get("ret") == g.get("ret")
-            return SHARED if same_tables else EDGE
+            return _skip_hint(e, g)
         if kind == "allocate":
             if key == "ret" and (e.get("ret") is None) != (g.get("ret") is None):
                 return ("allocate_slots returns None, changing nothing, when the pool has fewer free blocks "
                         "than the fresh blocks plus the hit's free blocks")
+            if e.get("ret") is None:
+                return REFUSED
             if key in ("refs", "free") and e.get("tables") == g.get("tables"):
                 return TOUCH
             return ("extend the table to ceil(num_tokens / block_size) entries with fresh blocks from "
@@ -158,7 +179,21 @@ def _hints(case_name: str, ops):
     return hint
 
 
-def _hit_hint(case_name: str, op, block_size: int, e, g) -> str:
+def _skip_hint(e: dict, g: dict) -> str:
+    """remove_skipped_blocks differs: which blocks (the window's edge), their order, or the references."""
+    e_ret, g_ret = e.get("ret"), g.get("ret")
+    same_blocks = (isinstance(g_ret, list) and len(g_ret) == len(e_ret)
+                   and all(g_ret.count(b) == e_ret.count(b) for b in e_ret))
+    if e.get("tables") != g.get("tables") or not same_blocks:
+        return EDGE
+    if e_ret != g_ret or e.get("refs") == g.get("refs"):
+        return ORDER                   # the same blocks, returned or given to pool.free in another order
+    return SHARED
+
+
+def _hit_hint(case_name: str, op, manager_op, e, g) -> str:
+    block_size, sliding_window = manager_op[2], manager_op[3]
+    null = 0                                     # the harness takes block 0 as the null block
     if not isinstance(g, list) or not isinstance(e, list):
         return "find_longest_cache_hit returns a list of block ids (the hit's table)"
     if "stale" in case_name and len(g) > len(e):
@@ -167,9 +202,15 @@ def _hit_hint(case_name: str, op, block_size: int, e, g) -> str:
     if len(g) * block_size > op[3]:
         return ("a hit is at most max_length tokens (the full-attention group's hit, or num_tokens - 1): "
                 f"here max_length is {op[3]}")
+    num_window_blocks = -(-(sliding_window - 1) // block_size)
+    if len(g) > len(e) and num_window_blocks and null in g[-num_window_blocks:]:
+        return NULL                              # the run the hit ends with counted the null block as cached
     if len(g) > len(e):
         return WINDOW
-    null = 0                                     # the harness takes block 0 as the null block
+    if "duplicate" in case_name and len(g) < len(e):
+        return DUPLICATE
+    if len(g) == len(e) and any(x != y and null not in (x, y) for x, y in zip(e, g)):
+        return WHICH
     if null in e and null not in g:
         return ("search from the right: a sliding-window hit needs only the blocks of its window, the "
                 "last ceil((sliding_window - 1) / block_size) before its end, cached; the null block stands "

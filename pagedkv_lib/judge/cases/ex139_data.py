@@ -60,6 +60,16 @@ FIXED = [
                                 *admit("c", [3] * 7), ("free", "c"), *admit("b", T16[:6] + [1])]),
     ("refused_allocation_changes_nothing", [("manager", 5, 4, 8), *admit("a", T16[:8]),
                                             *admit("b", [1] * 12), *_grow("a", T16[:8], [1, 2, 3, 4, 5])]),
+    # b repeats a's prompt: its hit stops a block short (at most 7 tokens), so its last block is a fresh
+    # duplicate of a's; c's hit takes the first; d takes a's copy from the pool; e's hit takes b's
+    ("duplicate_serves_after_the_first_goes", [("manager", 5, 4, 16), *admit("a", T16[:8]),
+                                               *admit("b", T16[:8]), ("hit", "c", T16[:8] + [1], 8),
+                                               ("free", "a"), *admit("d", [9] * 8), ("free", "d"),
+                                               *admit("e", T16[:8] + [1]), ("free", "b"), ("free", "e")]),
+    # a's first blocks leave the window before they are cached: their entries are null by then
+    ("null_block_never_registered", [("manager", 10, 2, 3), ("hit", "a", T16[:8], 7), ("allocate", "a", 8),
+                                     ("skip", "a", 8), ("cache", "a", T16[:8], 8),
+                                     *admit("b", T16[:2] + [5]), ("free", "b"), ("free", "a")]),
 ]
 
 

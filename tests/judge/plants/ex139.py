@@ -24,8 +24,8 @@ PLANTS = {
          '            removed.append(table[i])'),
     ], WA, 'never free a block twice'),
     'hit_searched_from_the_left': Plant([
-        ('            if block is None:\n                run = 0\n                continue',
-         '            if block is None:\n                run = 0\n                hits = hits[:i]\n                continue'),
+        ('            if not blocks:\n                run = 0\n                continue',
+         '            if not blocks:\n                run = 0\n                hits = hits[:i]\n                continue'),
         ('            if run >= self.num_window_blocks:\n                return hits[: i + run]',
          '            if False:\n                return hits[: i + run]'),
     ], WA, 'only the blocks of its window'),
@@ -38,9 +38,37 @@ PLANTS = {
          '        num_blocks = len(block_hashes)'),
     ], WA, 'at most max_length'),
     'stale_hash_kept': Plant([
-        ('            old = self.block_to_hash.pop(b, None)      # reused for other tokens: its hash is stale\n            if old is not None:\n                del self.hash_to_block[old]\n',
+        ('            old = self.block_to_hash.pop(b, None)      # reused for other tokens: its hash is stale\n            if old is not None:\n                self.hash_to_blocks[old].remove(b)\n',
          '            pass\n'),
     ], WA, 'no longer holds its hash'),
+    'first_block_keeps_its_hash': Plant([
+        ('            if b != self.null_block:\n                self.hash_to_blocks',
+         '            if b != self.null_block and not self.hash_to_blocks.get(h):\n                self.hash_to_blocks'),
+    ], WA, 'a duplicate too'),
+    'newest_duplicate_serves': Plant([
+        ('            hits[i] = blocks[0]', '            hits[i] = blocks[-1]'),
+    ], WA, 'registered FIRST'),
+    'null_block_registered': Plant([
+        ('            if b != self.null_block:\n                self.hash_to_blocks',
+         '            if True:\n                self.hash_to_blocks'),
+    ], WA, 'no hash ever names it'),
+    'hit_touches_its_blocks': Plant([
+        ('            hits[i] = blocks[0]', '            hits[i] = blocks[0]\n            self.pool.touch([blocks[0]])'),
+    ], WA, 'only looks'),
+    'touched_before_refusal': Plant([
+        ('        if self.pool.num_free() < num_fresh + reused_free:',
+         '        if request_id not in self.block_tables:\n            self.pool.touch([b for b in computed_blocks if b != self.null_block])\n        if self.pool.num_free() < num_fresh:'),
+        ('        if request_id not in self.block_tables:\n            self.pool.touch([b for b in computed_blocks if b != self.null_block])\n            self.block_tables[request_id] = table',
+         '        if request_id not in self.block_tables:\n            self.block_tables[request_id] = table'),
+    ], WA, 'changes nothing: decide first'),
+    'skipped_blocks_returned_oldest_first': Plant([
+        ('        self.pool.free(removed)\n        return removed',
+         '        removed.reverse()\n        self.pool.free(removed)\n        return removed'),
+    ], WA, 'newest first'),
+    'skipped_blocks_freed_oldest_first': Plant([
+        ('        self.pool.free(removed)\n        return removed',
+         '        self.pool.free(removed[::-1])\n        return removed'),
+    ], WA, 'newest first'),
     'free_hits_not_counted': Plant([
         ('        if self.pool.num_free() < num_fresh + reused_free:',
          '        if self.pool.num_free() < num_fresh:'),
