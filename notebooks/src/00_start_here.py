@@ -4,8 +4,8 @@
 # This course takes the paged KV cache of an LLM inference engine apart and has you build it again: the block
 # pool, block tables and slot mapping, paged attention in PyTorch and then in Triton, prefix caching,
 # copy-on-write, an 8-bit cache and a small engine on top. After this notebook you know the map of the
-# notebooks and exercises, how to run them on a laptop, in JupyterLab or in Colab, what
-# changes with a GPU, and how the judge grades your code.
+# notebooks and exercises, how to run them on a laptop, in JupyterLab or in Colab, what changes with a GPU,
+# and how the judge grades your code.
 
 # %% [markdown]
 # ## Self-test
@@ -99,7 +99,7 @@
 # - **CPU or GPU.** Every notebook runs on a CPU, and every stored output was produced on one. The Triton
 #   kernels (notebooks 09-13, exercises 130, 131, 133 and 135) then run in Triton's interpreter
 #   (`TRITON_INTERPRET=1`, set for you) on small shapes: slow, but the same code and the same answers. On a
-# CUDA GPU they are   compiled and benchmarked for real.
+#   CUDA GPU they are compiled and benchmarked for real.
 #
 # The first code cell of every notebook prints where you are. The next cell says more; its output depends
 # on your machine.

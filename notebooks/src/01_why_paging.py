@@ -425,7 +425,7 @@ Markdown(to_markdown(build_table(values)))
 #
 #     python practice/judge.py 121
 #
-# Or solve it here: fill in the three functions below and run the cell. `judge(121, globals())` grades the
+# Or solve it here: fill in the three functions below and run the cell. `judge(121)` grades the
 # names of this notebook on the same hidden cases (until you do, it reports *not implemented*).
 
 # %%
@@ -444,7 +444,7 @@ def reserved_concurrency(budget_bytes, max_len, bytes_per_token):
     raise NotImplementedError  # your code here
 
 
-result = judge(121, globals())
+result = judge(121)
 
 # %% [markdown]
 # ## In real systems

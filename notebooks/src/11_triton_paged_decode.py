@@ -172,6 +172,21 @@ print("acc / l equals softmax(scores) @ values:", torch.allclose(acc / l, exact,
 #
 # Positions past the context must not count: their scores become `-inf` (`tl.where`) before the max, so
 # their `exp` is 0.
+#
+# Three details that the exercise meets and that the table does not show:
+#
+# - **The output's dtype.** `tl.store` converts the value to the element type of the pointer it writes
+#   through, rounding to nearest as `.to()` does: storing the fp32 tile `acc / l` into a bf16 `out` writes
+#   bf16. A `.to(out_ptr.dtype.element_ty)` before the store says so, and changes nothing else.
+# - **Padded query rows.** When `BLOCK_G > G` (section 4 pads the group to 16), the rows past G load q as 0
+#   (the load's mask and `other=0.0`). Their scores are then 0 for every context token: finite, so their
+#   softmax is a plain average of V, never NaN. Every running value is per row (`axis=1`), so they do not
+#   touch the real rows, and the store's mask drops them. Dims past D, 0 in q and K, add nothing to a dot.
+# - **Choosing BLOCK_N.** It does not depend on the block size S: a tile may cross blocks or cover part of
+#   one, since every position looks its block up. Any power of two works (at least 16 with `tl.dot`). A
+#   bigger tile means fewer trips round the loop but more registers per program, and the masked tail of the
+#   last tile is wasted work. The library's `choose_config` takes 32 in the interpreter and, on a GPU, 64
+#   tokens of a 2-byte cache (the same bytes per tile in other dtypes); section 5 prints what it picks.
 
 # %% [markdown]
 # ## 4. GQA: read each K/V tile once per KV head

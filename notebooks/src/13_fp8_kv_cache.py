@@ -320,7 +320,7 @@ print(fp8_speed_findings(speed))
 #
 #     python practice/judge.py 134
 #
-# Or solve it here: fill in the functions below and run the cell. `judge(134, globals())` grades the names of
+# Or solve it here: fill in the functions below and run the cell. `judge(134)` grades the names of
 # this notebook on the same hidden cases (until you do, it reports *not implemented*).
 
 # %%
@@ -335,7 +335,7 @@ def gather_kv_dequant(cache, block_table, context_len, scale, dtype):
     raise NotImplementedError  # your code here
 
 
-result = judge(134, globals())
+result = judge(134)
 
 # %% [markdown]
 # ## In real systems

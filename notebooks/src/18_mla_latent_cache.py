@@ -26,8 +26,9 @@
 #    scale must it still use?
 # 4. A context of 130 tokens in blocks of 64: how many blocks does its table list, and how many rows of the
 #    last one belong to it?
-# 5. Decode attention over a GQA cache does about 1 FLOP per byte it reads. Why does absorbed MLA decode do
-#    a couple of hundred, and what does that make the kernel's bottleneck?
+# 5. Decode attention over a multi-head cache does about 1 FLOP per byte it reads, over a GQA cache about G
+#    (its query heads per KV head). Why does absorbed MLA decode do a couple of hundred, and what does that
+#    make the kernel's bottleneck?
 #
 # <details><summary>Answer</summary>
 #
@@ -39,9 +40,11 @@
 # 3. 576 = 512 + 64 for the keys (and 512 for the values), but the scale stays 1 / sqrt(128 + 64) = 1 /
 #    sqrt(192): absorption regroups the same products, it does not change the scores.
 # 4. ceil(130 / 64) = 3 blocks; the last holds 130 - 128 = 2 of its tokens.
-# 5. All 128 query heads read the same latent row: every byte loaded serves 128 dot products of length 576
-#    and 128 multiply-adds into the 512-wide output. Per byte that is far beyond what the GPU's memory
-#    bandwidth needs to keep its tensor cores busy, so the kernel is limited by arithmetic, not by reads.
+# 5. All 128 query heads read the same latent row, as if one GQA group held every head: each latent number
+#    loaded feeds a multiply-add into every head's score and another into every head's output. That puts
+#    absorbed decode past the ridge of a GPU's roofline (its matmul rate over its memory bandwidth), where GQA
+#    decode sits far left of it: the kernel is limited by arithmetic, not by reads, though not by a wide
+#    margin. Section 3 prints the three intensities against a measured ridge.
 #
 # </details>
 
@@ -183,7 +186,39 @@ print(mla_memory.cost_table(mla_memory.DEEPSEEK_V3, context_lens=(1024, 32768)))
 # with many queries per cached token, up-projects (un-absorbed, like ordinary multi-head attention), decode
 # absorbs.
 #
-# At a couple of hundred FLOPs per byte, absorbed decode sits at the ridge of a GPU's roofline: FlashMLA's
+# Where that puts each form on a roofline: the ridge, where its two ceilings meet, is the GPU's bf16 matmul
+# rate over its copy bandwidth (notebook 12); below it a kernel waits for memory, above it for arithmetic.
+# The table has no GQA row: there each K/V byte serves the G query heads of its group. The ridge below is
+# that of the GPU the stored `benchmarks/results/bench_mla.json` ran on:
+
+# %%
+from pagedkv_lib.studies import results
+
+LLAMA_405B_QUERY_HEADS = 128                        # dim 16384 over head_dim 128 (models/sku_list.py)
+gqa_model = mla_memory.LLAMA_405B
+group = LLAMA_405B_QUERY_HEADS // gqa_model.num_kv_heads
+gqa_flops = 4 * LLAMA_405B_QUERY_HEADS * gqa_model.head_dim     # per cached token: q . k and p . v, all heads
+gqa_bytes = 2 * gqa_model.num_kv_heads * gqa_model.head_dim * 2  # its K and V in bf16
+gqa = gqa_flops / gqa_bytes
+per_form = [{r.form: r.flops_per_cache_byte for r in mla_memory.decode_cost_rows(mla_memory.DEEPSEEK_V3, c)}
+            for c in (1024, 32_768)]
+absorbed = sorted(forms["latent, absorbed"] for forms in per_form)
+print(f"FLOP per cache byte: multi-head cache {per_form[0]['multi-head cache']:.1f}; GQA with G = {group} "
+      f"(Llama 3.1 405B) {gqa:.1f}; absorbed MLA {absorbed[0]:.0f} to {absorbed[-1]:.0f}")
+run = results.stored("bench_mla.json")
+if run is None:
+    print("no bench_mla.json stored yet: no measured ridge")
+else:
+    ridge = run["matmul_tflops"] * 1e12 / (run["copy_gbs"] * 1e9)
+    print(f"{run['env']['device']}: bf16 matmul {run['matmul_tflops']:.0f} TFLOP/s over copy "
+          f"{run['copy_gbs']:.0f} GB/s, ridge {ridge:.0f} FLOP per byte")
+    for name, low, high in (("absorbed MLA decode", absorbed[0], absorbed[-1]), ("GQA decode", gqa, gqa)):
+        side = "compute-bound" if low > ridge else "memory-bound" if high < ridge else "at the ridge"
+        span = f"{low / ridge:.2f}" if low == high else f"{low / ridge:.2f} to {high / ridge:.2f}"
+        print(f"  {name}: {span} times the ridge, {side}")
+
+# %% [markdown]
+# Absorbed decode is compute-bound, but close enough to the ridge that its loads matter too. FlashMLA's
 # deep-dive finds it compute-bound once query heads x query tokens reach 128 on an H800, the case of
 # DeepSeek's decode with all 128 heads on one GPU.
 
@@ -265,7 +300,7 @@ print("Triton (float32) = multi-head (float64) to 1e-5:",
 #
 #     python practice/judge.py 138
 #
-# Or solve it here: fill in the function below and run the cell; `judge(138, globals())` grades it on the
+# Or solve it here: fill in the function below and run the cell; `judge(138)` grades it on the
 # same hidden cases (until you do, it reports *not implemented*).
 
 # %%
@@ -276,7 +311,7 @@ def mla_decode_absorbed(q, kv_cache, block_tables, context_lens, w_uk, w_uv, cos
     raise NotImplementedError  # your code here
 
 
-result = judge(138, globals())
+result = judge(138)
 
 # %% [markdown]
 # ## In real systems

@@ -11,8 +11,6 @@
 # verify a whole TREE of guesses under a tree mask, and turn speculation on in the mini engine of notebook 14.
 
 # %% [markdown]
-
-# %% [markdown]
 # ## Self-test
 #
 # 1. A verification step checks k drafts. How many tokens can it emit at most, and at least?

@@ -85,8 +85,10 @@ print("cpu_lru, least recent first:", list(cache.cpu_lru.items()))
 # The second prompt took block 2 first (it held the partial block, no hash), then blocks 1 and 0: each held a
 # cached block, so each was written out before being reused, the tail block first. The third prompt's two
 # full blocks came back from the CPU; taking its fresh blocks evicted the second prompt's blocks in turn.
-# The CPU hits are refreshed from the prompt's LAST block to its first, so that the first block, the one
-# every longer prompt needs, ends the most recently used (vLLM's `touch` walks the hashes reversed).
+# The CPU hits are refreshed from the prompt's LAST block to its first (hash 2, then hash 1), so that of the
+# prompt's blocks the first, the one every longer prompt needs, is the most recently used and the last to
+# go (vLLM's `touch` walks the hashes reversed). The two blocks written out after that refresh, the second
+# prompt's hashes 8 and 7, are newer still: a slot written is a slot used, so `cpu_lru` ends with them.
 #
 # A chain breaks at its first miss, even when a later block is cached:
 
@@ -100,8 +102,9 @@ print("blocks 1, 2, 3 cached; lookup([1, 9, 3]) ->", cache.lookup([1, 9, 3]))
 #
 # The engine's block manager is notebook 07's `BlockManager` with a `CpuBlockStore` under it. It hashes
 # token ids and checks them on a hit, on both tiers; `tiers(seq)` says which tier serves each block of the
-# prompt. It copies nothing: it queues the saves and loads for the connector (section 3). Block size 4, a
-# pool of 4 blocks, 8 CPU slots: a 9-token prompt is served, freed, pushed out by another, and asked again.
+# prompt and where the block lies there: `("gpu", block id)` or `("cpu", slot)`. It copies nothing: it queues
+# the saves and loads for the connector (section 3). Block size 4, a pool of 4 blocks, 8 CPU slots: a
+# 9-token prompt is served, freed, pushed out by another, and asked again.
 
 # %%
 from pagedkv_lib.core.sequence import Sequence
@@ -116,9 +119,16 @@ bm.allocate(other)
 print("other evicts first's blocks, saves:", bm.take_transfers()[0])
 bm.deallocate(other)
 again = Sequence(list(range(9)) + [99, 98], block_size=4, seq_id=2)
-print("tiers for the same prefix:", bm.tiers(again))
+print("tiers for the same prefix, (tier, GPU block or CPU slot):", bm.tiers(again))
 bm.allocate(again)
-print("loads:", bm.take_transfers()[1], " tokens not recomputed:", again.num_cached_tokens, "of", len(again))
+print("loads (cpu slot, gpu block):", bm.take_transfers()[1], " tokens not recomputed:",
+      again.num_cached_tokens, "of", len(again))
+
+# %% [markdown]
+# The first prompt's block 1 was written out first, to CPU slot 0, and its block 0 to slot 1: `tiers` finds
+# block 0 in slot 1 and block 1 in slot 0, and the loads copy each slot into a fresh GPU block. The third
+# block of `again` holds its last tokens, which are computed whatever the tiers hold (a hit covers at most
+# all tokens but the last, and only full blocks).
 
 # %% [markdown]
 # ## 3. Who copies, and when a block may be reused
@@ -214,6 +224,22 @@ plt.show()
 # The GPU column does not move: a CPU hit takes a fresh GPU block just as a miss does, so the GPU tier
 # behaves the same, and every token the CPU serves is one fewer computed. Past a size the CPU holds every
 # block the workload ever evicts and stops helping; the chat reaches that size first.
+#
+# Even then "recomputed" does not reach 0, because its reference, an unbounded cache of single tokens, finds
+# tokens that no tier of 16-token blocks can: those of a cached prefix past its last full block (a chat's
+# history ends inside a block, and so does each few-shot header). A request preempted and readmitted
+# computes its own partial last block again too. The largest tier's runs, by cause
+# (`co.recomputed_by_cause`: the tails are what an unbounded cache of 16-token blocks computes beyond the
+# token-level one, the last term what both tiers lost):
+
+# %%
+for workload in ("chat", "few_shot"):
+    largest = co.tier_sweep(workload)[-1]
+    causes = co.recomputed_by_cause(workload, largest.num_cpu_blocks)
+    print(f"{workload}, CPU {largest.num_cpu_blocks} blocks: {causes['recomputed']:,d} recomputed = "
+          f"{causes['block tails']:,d} past a prefix's last full block + {causes['readmitted']:,d} "
+          f"computed again by requests readmitted after preemptions ({causes['preemptions']}) + "
+          f"{causes['evicted']:,d} lost from both tiers")
 #
 # ## 5. Load or recompute
 #

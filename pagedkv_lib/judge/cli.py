@@ -71,7 +71,7 @@ def _ignore_interrupts() -> None:
 
 def _main(args) -> int:
     if args.list:
-        print(list_text())
+        print(json.dumps(list_rows(), indent=1) if args.json else list_text())
         return 0
     if args.id is None:
         raise UsageError("give an exercise id (or --list); judge.py --help says more")
@@ -80,10 +80,12 @@ def _main(args) -> int:
     except KeyError as err:
         raise UsageError(err.args[0]) from None
     if args.reset:
-        status.forget(exercise.id)
         from .stubs import write_stub
 
         print(write_stub(exercise, force=True))
+        if status.entry(exercise.id) is not None:       # a verdict earned stays, and show_reference with it
+            print(f"your verdict stays recorded: {status.describe(exercise.id)}, until you grade "
+                  f"{exercise.practice_path.name} again")
         return 0
     files = [Path(f) for f in args.files] or [exercise.practice_path]
     for f in files:
@@ -214,15 +216,21 @@ def course_order() -> list:
     return sorted(registry.EXERCISES.values(), key=lambda ex: (int(ex.notebook[:2]), ex.id))
 
 
+def list_rows() -> list[dict]:
+    """What --list shows, one dict per exercise in course order (--list --json prints them)."""
+    return [{"id": ex.id, "notebook": ex.notebook, "title": ex.title, "difficulty": ex.difficulty,
+             "status": status.describe(ex.id)} for ex in course_order()]
+
+
 def list_text() -> str:
-    exercises = course_order()
-    nb = max(len("notebook"), *(len(ex.notebook) for ex in exercises))       # columns as wide as their text
-    title = max(len("title"), *(len(ex.title) for ex in exercises))
-    rows = [f"{'id':>3}  {'notebook':<{nb}}  {'title':<{title}}  {'difficulty':<10} status"]
-    for ex in exercises:
-        state = status.describe(ex.id)
-        rows.append(f"{ex.id:>3}  {ex.notebook:<{nb}}  {ex.title:<{title}}  {ex.difficulty:<10} {state}")
-    return "\n".join(rows)
+    rows = list_rows()
+    nb = max(len("notebook"), *(len(row["notebook"]) for row in rows))     # columns as wide as their text
+    title = max(len("title"), *(len(row["title"]) for row in rows))
+    lines = [f"{'id':>3}  {'notebook':<{nb}}  {'title':<{title}}  {'difficulty':<10} status"]
+    for row in rows:
+        lines.append(f"{row['id']:>3}  {row['notebook']:<{nb}}  {row['title']:<{title}}  "
+                     f"{row['difficulty']:<10} {row['status']}")
+    return "\n".join(lines)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -231,8 +239,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("id", nargs="?", help="exercise id, e.g. 127")
     p.add_argument("files", nargs="*", help="files to grade (default: practice/ID_<slug>.py)")
     p.add_argument("--list", action="store_true", help="list the exercises and your status")
-    p.add_argument("--reset", action="store_true", help="put back the stub of ID (your file is backed up)")
-    p.add_argument("--json", action="store_true", help="print machine-readable results")
+    p.add_argument("--reset", action="store_true",
+                   help="put back the stub of ID (your file is backed up; your verdict is kept)")
+    p.add_argument("--json", action="store_true", help="print machine-readable results (or --list)")
     p.add_argument("--csv", metavar="PATH", help="also write one CSV row per file (- for stdout)")
     p.add_argument("--seed", type=_whole(0, MAX_SEED, "a seed"), default=0,
                    help=f"seed of the random cases, 0 to {MAX_SEED} (default 0)")

@@ -70,14 +70,6 @@ def record(result, source: str = "file") -> None:
         _write(data)
 
 
-def forget(exercise_id: int) -> None:
-    """Drop the entry of one exercise (its stub was put back)."""
-    with contextlib.suppress(OSError), _locked():
-        data = read()
-        if data.pop(str(exercise_id), None) is not None:
-            _write(data)
-
-
 @contextlib.contextmanager
 def _locked():
     """An exclusive lock on `<status file>.lock` for one read-modify-write (released when it is closed)."""

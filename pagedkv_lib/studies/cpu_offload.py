@@ -2,7 +2,7 @@
 back costs against the time the recompute it replaces would have cost.
 
 Exports: `TierRun`, `CPU_TIER_FACTORS`, `serve_with_cpu_tier`, `tier_sweep`, `tier_table`,
-`load_seconds`, `recompute_seconds`, `load_or_recompute_table`.
+`recomputed_by_cause`, `load_seconds`, `recompute_seconds`, `load_or_recompute_table`.
 `python -m pagedkv_lib.studies.cpu_offload` prints both tables. Units: tokens, blocks of 16, seconds.
 
 No model runs: the replay of prefix_cache_comparison.py (the engine's own `schedule`, fixed outputs) on its
@@ -10,7 +10,9 @@ multi-turn chat and few-shot workloads and GPU pools (POOL_TOKENS), with a `Tier
 (core/tiered_block_manager.py) whose CPU tier holds 0 (the GPU tier alone, BlockManager), 1/2, 1, 2 or 4 times
 the GPU pool's blocks. Per run: the hit rate split by tier (tokens found on the GPU, tokens loaded from the
 CPU, over all prompt tokens admitted), prompt tokens computed, and those beyond an unbounded cache
-(`ideal_computed`: what eviction costs).
+(`ideal_computed`: what eviction costs). A CPU tier does not bring that last count to 0: `recomputed_by_cause`
+splits it into the tails of prompts that fill no whole block (an unbounded cache of 16-token blocks computes
+them too), what requests readmitted after a preemption compute again, and what both tiers lost to eviction.
 Then each load is priced on the H200 rates of notebook 16 (swap_or_recompute.load_cost_model: its pinned
 host-to-device copies, overhead + bytes / bandwidth per copy, and its prefill FLOP rates) for a model shape:
 loading n tokens is one host-to-device copy per 16-token block, per layer, for K and for V (the unit vLLM
@@ -79,6 +81,22 @@ def tier_table(workloads=("chat", "few_shot"), seed: int = 0) -> str:
                          f"{run.cpu_hit_rate:8.1%} {s.computed_tokens:9,d} {s.computed_tokens - ideal:10,d} "
                          f"{run.loaded_tokens:7,d}")
     return "\n".join(lines)
+
+
+def recomputed_by_cause(workload: str, num_cpu_blocks: int, seed: int = 0) -> dict[str, int]:
+    """The prompt tokens one run computes beyond an unbounded token-level cache (tier_table's "recomputed"),
+    by cause: "block tails", computed by an unbounded cache of BLOCK_SIZE-token blocks too (a hit stops at
+    the last full block); "readmitted", what requests readmitted after a preemption computed again (their
+    last, partial block, and any block both tiers lost); "evicted", the rest: blocks lost from both tiers.
+    Also "recomputed", the sum, and "preemptions"."""
+    requests = WORKLOADS[workload](seed=seed)
+    ideal = ideal_computed(requests)
+    run = serve_with_cpu_tier(workload, num_cpu_blocks, seed)
+    recomputed = run.stats.computed_tokens - ideal
+    tails = ideal_computed(requests, f"hash/{BLOCK_SIZE}") - ideal
+    readmitted = run.stats.readmitted_computed
+    return {"recomputed": recomputed, "block tails": tails, "readmitted": readmitted,
+            "evicted": recomputed - tails - readmitted, "preemptions": run.stats.preemptions}
 
 
 def load_seconds(model: CostModel, shape: PrefillShape, num_tokens: int, per_layer: bool = True) -> float:

@@ -149,6 +149,7 @@ class ReplayStats:
     prompt_tokens: int = 0         # tokens of every admitted sequence (its output too, after a preemption)
     cached_tokens: int = 0         # of them, found in the cache
     preemptions: int = 0
+    readmitted_computed: int = 0   # of the computed tokens, those of requests readmitted after a preemption
     held_slots: list[int] = field(default_factory=list)    # [steps] slots of blocks running requests hold
     cached_slots: list[int] = field(default_factory=list)  # [steps] slots of idle blocks holding reusable K/V
     bookkeeping_s: float = 0.0     # wall clock inside the manager's calls (machine-dependent)
@@ -249,6 +250,8 @@ def serve(requests: list[PrefixRequest], block_manager, block_size: int, stats: 
             stats.admissions += len(seqs)
             stats.prompt_tokens += sum(len(s) for s in seqs)
             stats.cached_tokens += sum(s.num_cached_tokens for s in seqs)
+            readmitted = [s for s in seqs if s.num_completion_tokens]              # preempted before
+            stats.readmitted_computed += sum(len(s) - s.num_cached_tokens for s in readmitted)
         else:
             stats.preemptions += len(waiting) - num_waiting
         held, idle = _pool_use(bm.manager)
@@ -267,10 +270,11 @@ def serve(requests: list[PrefixRequest], block_manager, block_size: int, stats: 
     return stats
 
 
-def ideal_computed(requests: list[PrefixRequest]) -> int:
+def ideal_computed(requests: list[PrefixRequest], manager: str = "radix/1") -> int:
     """Prompt tokens an unbounded token-level cache computes: every prompt in arrival order, each token once
-    (the last token of a prompt always computed), counted on a radix tree of token ids with no eviction."""
-    stats = replay(requests, "radix/1", pool_tokens=2 * sum(len(r.prompt) + len(r.output) for r in requests),
+    (the last token of a prompt always computed), counted on a radix tree of token ids with no eviction.
+    Another manager of MANAGERS gives its own unbounded cache ("hash/16": only full blocks are found)."""
+    stats = replay(requests, manager, pool_tokens=2 * sum(len(r.prompt) + len(r.output) for r in requests),
                    max_num_seqs=len(requests))
     return stats.computed_tokens
 

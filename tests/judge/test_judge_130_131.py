@@ -197,3 +197,14 @@ def test_grading_on_the_gpu_in_forks_after_cuda_started_says_to_use_a_fresh_proc
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
     with pytest.raises(RuntimeError, match="fresh process"):
         grade(130, [get(130).solution_path], device="cuda", isolation="fork")
+
+
+@pytest.mark.slow                      # builds the GPU cases on the CPU: long contexts
+def test_131_contract_names_the_group_sizes_its_cases_have():
+    """The stub tells a learner which G the cases bring (BLOCK_G follows from it): the sizes its CPU and GPU
+    cases have at a few seeds, written as the contract writes them."""
+    groups = {c.args["q"].shape[1] // c.args["k_cache"].shape[2]
+              for device in ("cpu", "cuda") for seed in range(3) for c in ex131.build(seed, device)}
+    *first, last = sorted(groups)
+    contract = " ".join(get(131).solution_path.read_text().split())
+    assert f"G = {', '.join(map(str, first))} and {last}." in contract, sorted(groups)

@@ -85,6 +85,36 @@ def test_judge_cli_list_shows_status_after_grading_the_practice_file(capsys, sta
     assert {str(i) for i in range(121, 130)} <= {line.split()[0] for line in lines[1:]}
 
 
+def test_judge_cli_list_json_prints_the_same_rows_as_json(capsys, status_file):
+    status_file.write_text(json.dumps({"122": {"verdict": "passed", "passed": N122, "total": N122,
+                                               "file": "practice/122_slot_mapping.py", "seed": 0,
+                                               "when": "2026-12-01 10:00:00", "source": "file"}}))
+    assert cli.main(["--list"]) == 0
+    table = capsys.readouterr().out.splitlines()[1:]
+    assert cli.main(["--list", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [row["id"] for row in rows] == [int(line.split()[0]) for line in table]
+    by_id = {row["id"]: row for row in rows}
+    assert by_id[122]["status"] == f"passed ({N122}/{N122})" and by_id[121]["status"] == "not graded yet"
+    assert {"notebook", "title", "difficulty"} <= set(by_id[122])
+
+
+def test_judge_cli_reset_keeps_the_verdict_and_the_reference_it_opened(capsys, status_file, tmp_path,
+                                                                      monkeypatch):
+    from pagedkv_lib.judge import show_reference
+
+    monkeypatch.setattr(registry, "PRACTICE_DIR", tmp_path)
+    mine = tmp_path / registry.get(122).filename
+    mine.write_text(SOLUTION_122)
+    assert cli.main(["122"]) == 0
+    capsys.readouterr()
+    assert cli.main(["--reset", "122"]) == 0
+    out = capsys.readouterr().out
+    assert mine.read_text() == make_stub(SOLUTION_122, 122) and "your verdict stays recorded: passed" in out
+    assert json.loads(status_file.read_text())["122"]["verdict"] == "passed"
+    assert show_reference(122) is True
+
+
 def test_judge_cli_list_is_in_course_order_with_the_id_beside_each_notebook(capsys):
     """A learner works through the notebooks in order: --list goes by the notebook that teaches each
     exercise (127 is taught in 08, after 128 in 06 and 129 in 07), the id beside it."""

@@ -59,7 +59,7 @@ def test_stub_writer_regenerates_an_untouched_stub_after_a_maintainer_edits_the_
     assert sh(f'python -c "{drifted}"', repo).stdout.strip() == "True"   # not committed: the drift test fails
 
 
-def test_judge_reset_restores_one_stub_with_a_backup_and_forgets_its_status(tmp_path):
+def test_judge_reset_restores_one_stub_with_a_backup_and_keeps_its_verdict(tmp_path):
     repo = make_scratch_repo(tmp_path / "repo")
     target = repo / "practice" / EX.filename
     target.write_text(EX.solution_path.read_text())
@@ -70,9 +70,10 @@ def test_judge_reset_restores_one_stub_with_a_backup_and_forgets_its_status(tmp_
     assert done.returncode == 0, done.stderr
     (backup,) = target.parent.glob(f"{EX.filename}.bak-*")
     assert backup.read_text() == "# half done\n" and backup.name in done.stdout
+    assert "your verdict stays recorded: passed" in done.stdout         # earned: its reference stays open
     listed = next(line for line in sh("python practice/judge.py --list", repo).stdout.splitlines()
                   if line.lstrip().startswith(str(EX.id)))
-    assert listed.endswith("not graded yet"), listed
+    assert "passed (" in listed, listed
     status = sh("git status --porcelain practice/", repo).stdout
     assert ".bak-" not in status, status                     # git-ignored: the learner's, not the course's
     assert target.read_text() == make_stub(EX.solution_path.read_text(), EX.id)

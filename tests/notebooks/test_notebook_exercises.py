@@ -8,7 +8,8 @@ For every notebook source, against the judge's registry (so exercises added late
 - no cell defines a graded function under another name: a def whose first parameters are those of a graded
   function (three or more), or a class with two or more of a graded class's methods;
 - a cell that calls `judge(...)` ends with `result = judge(...)`, never with a bare call whose Result repr
-  would become the cell's output.
+  would become the cell's output;
+- every notebook writes the call one way, `judge(ID)` (it grades the caller's globals), in code and prose.
 Code that is wrong on purpose (a bug shown by its symptoms) carries `BUGGY on purpose` on its def line or the
 line above, and is exempt. The checks are tested on small planted sources first.
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import re
 from pathlib import Path
 
 import pytest
@@ -110,6 +112,13 @@ def bare_judge_calls(source: str) -> list[str]:
             and ast.unparse(s.value.func).split(".")[-1] == "judge"]
 
 
+def other_judge_forms(source: str) -> list[str]:
+    """Calls of `judge` with more than the exercise id, in a cell or in its prose (`judge(138, globals())`):
+    the course writes one form, `judge(ID)`."""
+    return [f"line {source.count(chr(10), 0, m.start()) + 1}: `{m.group(0)}...`: write `judge(ID)`"
+            for m in re.finditer(r"\bjudge\(\s*\d+\s*,", source)]
+
+
 # ------------------------------------------------------------------------------------------------------------
 # the checks, on planted sources
 
@@ -154,6 +163,12 @@ def test_the_check_finds_a_bare_judge_call():
     assert bare_judge_calls("result = judge(132)\n") == []
 
 
+def test_the_check_finds_a_judge_call_in_another_form():
+    found = other_judge_forms("# `judge(138, globals())` grades it\nresult = judge(138, globals())\n")
+    assert [f.split(":")[0] for f in found] == ["line 1", "line 2"], found
+    assert other_judge_forms("# `judge(138)` grades it\nresult = judge(138)\n") == []
+
+
 # ------------------------------------------------------------------------------------------------------------
 # the notebooks
 
@@ -173,4 +188,10 @@ def test_a_notebook_does_not_give_an_exercise_away(src, request):
 @pytest.mark.parametrize("src", SOURCES, ids=[s.stem for s in SOURCES])
 def test_exercise_cells_end_with_an_assignment(src):
     found = bare_judge_calls(src.read_text())
+    assert not found, f"{src.name}:\n  " + "\n  ".join(found)
+
+
+@pytest.mark.parametrize("src", SOURCES, ids=[s.stem for s in SOURCES])
+def test_every_notebook_calls_the_judge_in_one_form(src):
+    found = other_judge_forms(src.read_text())
     assert not found, f"{src.name}:\n  " + "\n  ".join(found)

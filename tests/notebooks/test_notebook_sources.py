@@ -1,4 +1,5 @@
-"""Every stored notebook holds exactly the cells of its source in notebooks/src (one source of truth)."""
+"""Every stored notebook holds exactly the cells of its source in notebooks/src (one source of truth), and no
+cell of a source is empty (a stray `# %% [markdown]` marker shows as a blank cell)."""
 from __future__ import annotations
 
 import importlib.util
@@ -35,3 +36,10 @@ def test_notebook_outputs_have_no_errors(src):
     errors = [o for c in stored.cells if c.cell_type == "code" for o in c.get("outputs", [])
               if o.get("output_type") == "error"]
     assert not errors, f"{src.stem}.ipynb stores an error output: {errors[0].get('ename')}"
+
+
+@pytest.mark.parametrize("src", SOURCES, ids=[s.stem for s in SOURCES])
+def test_no_cell_is_empty(src):
+    cells = nb_build.source_notebook(src).cells
+    empty = [i for i, c in enumerate(cells) if not c.source.strip()]
+    assert not empty, f"{src.stem}: cells {empty} (counted in the built notebook) are empty"
