@@ -170,7 +170,7 @@ ABSORB = 'notebook 18, section 2, "One decode step, two ways"'
 PAGED = 'notebook 18, section 4, "The paged latent cache"'
 VARIANTS = [  # hint (what the output matched, the clause, where it is taught), reference switches
     ("the output matches RoPE applied to the latent query as well: only q's RoPE part (its last R numbers) "
-     f"carries a position; the latent query and the cached latents carry none, which is what lets w_uk be "
+     "carries a position; the latent query and the cached latents carry none, which is what lets w_uk be "
      f"absorbed at all ({ABSORB})", {"rope_latent": True}),
     ("the output matches the query's RoPE part not rotated: the scores must see the query's position "
      f"(cos, sin) against each key's, already in the cache ({ABSORB})", {"rope_query": "none"}),
