@@ -166,8 +166,8 @@ def rope_in_halves(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tor
     return torch.cat((first * cos - second * sin, second * cos + first * sin), dim=-1)
 
 
-ABSORB = 'notebook 18, section 2, "One decode step, two ways"'
-PAGED = 'notebook 18, section 4, "The paged latent cache"'
+ABSORB = 'section 2 of notebook 18, "One decode step, two ways"'
+PAGED = 'section 4 of notebook 18, "The paged latent cache"'
 VARIANTS = [  # hint (what the output matched, the clause, where it is taught), reference switches
     ("the output matches RoPE applied to the latent query as well: only q's RoPE part (its last R numbers) "
      "carries a position; the latent query and the cached latents carry none, which is what lets w_uk be "
