@@ -1,11 +1,15 @@
 """Exercise 138's cases stand without the module they are judged against: a graded child's tree lacks the
 oracle's and the forbidden targets' modules, so ex138.py (and what it imports) must build and run its cases
-with core/mla_attention.py and the MLA kernel absent."""
+with core/mla_attention.py and the MLA kernel absent. Its reference, once shown, shows all that a learner
+writes: every function of core/mla_attention.py that mla_decode_absorbed reaches."""
+import inspect
 import subprocess
 import sys
 from pathlib import Path
 
+from pagedkv_lib.core import mla_attention
 from pagedkv_lib.judge.cases import ex138
+from pagedkv_lib.judge.notebook import reference_source
 
 ROOT = Path(__file__).resolve().parents[2]
 ABSENT = ("pagedkv_lib.core.mla_attention", "pagedkv_lib.kernels.triton_mla_decode")
@@ -32,3 +36,21 @@ def test_138_cases_build_and_run_without_the_oracles_module():
     assert done.returncode == 0, done.stderr[-2000:]
     assert int(done.stdout.split()[0]) == len(ex138.build(0))
     assert done.stdout.strip().endswith("[]")
+
+
+def reached(fn) -> set:
+    """The functions of core/mla_attention.py that `fn` calls or takes as a default, through each other."""
+    names = [vars(mla_attention).get(name) for name in fn.__code__.co_names]
+    found = {f for f in [*names, *(fn.__defaults__ or ())]
+             if inspect.isfunction(f) and f.__module__ == mla_attention.__name__}
+    for target in list(found):
+        found |= reached(target)
+    return found
+
+
+def test_138_reference_shows_where_rope_absorption_and_the_scale_happen():
+    shown = reference_source(138)
+    every = reached(mla_attention.mla_decode_absorbed) | {mla_attention.mla_decode_absorbed}
+    assert {"absorb_query", "mla_scale", "split_query"} <= {f.__name__ for f in every}
+    for fn in every:
+        assert f"def {fn.__name__}(" in shown, f"show_reference(138) leaves out {fn.__name__}"

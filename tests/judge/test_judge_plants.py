@@ -1,6 +1,7 @@
 """Every exercise's judge against its planted bugs (plants/exNNN.py): the reference solution passes, the
 generated stub is "not implemented" on every case, and each planted bug is rejected by a FIXED case with its
-verdict and a hint that names its cause, and names no other plant's cause, at every seed.
+verdict and a hint that names its cause, and names no other plant's cause, at every seed; no hint holds a
+line of the solution (hint_leaks.py).
 
 Stubs are generated afresh from the solutions into a temporary folder, so what a learner wrote in practice/
 does not change what these tests mean. The submissions run in forked children (fast); the sandbox that the
@@ -15,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from hint_leaks import answer_lines_of, leaks
 from plants import BUGS, plant_file
 
 from pagedkv_lib.judge.cases import diff_free, kernel_harness
@@ -79,6 +81,8 @@ def check_plants(exercise_id: int, results, seed: int) -> None:
         assert failure.name.startswith("fixed/"), f"{where}: first caught by {failure.name}, not a fixed case"
         assert outcome.message, where
         assert plant.hint in f"{outcome.message} {outcome.hint}", f"{where}: {outcome}"
+        given_away = leaks(outcome.hint, answer_lines_of(exercise_id))
+        assert not given_away, f"{where}: its hint holds a line of the solution: {given_away}"
         for other in plants.values():
             if plant.hint in other.hint or other.hint in plant.hint:
                 continue                                             # the same cause, or words too close

@@ -108,12 +108,12 @@ ARITHMETIC = ("NaN or inf from the arithmetic: this case's scores are extreme (e
               "subtract the row's max score before exp (in an online softmax, a running max that starts at "
               "-inf, not 0)")
 LOOP_NEVER_RAN = ("NaN only in rows that see a single key (a context of length 1): 0 / 0, their key loop "
-                  "never ran (l = 0, acc = 0). Its bound must cover every key: for start in range(0, "
-                  "context_len, BLOCK_N), so that a single key still gets a tile")
+                  "never ran (l = 0, acc = 0). Its bound must cover every key, up to context_len itself, so "
+                  "that a single key still gets a tile")
 SHORT_ROWS_LOOP = ("NaN only in the rows that see the fewest keys (at most {n}; every row that sees {longer} "
                    "or more is finite): 0 / 0, their key loop did not run once (l = 0, acc = 0), as a bound "
-                   "rounded down to whole tiles does. Its bound must cover every key: for start in range(0, "
-                   "context_len, BLOCK_N), the last tile masked")
+                   "rounded down to whole tiles does. Its bound must cover every key, up to context_len "
+                   "itself, the last tile masked")
 NAN_EVERYWHERE = ("NaN in every row, and in a kernel this case cannot tell two causes apart: a key loop "
                   "that did not run (0 / 0: l = 0, acc = 0; its bound must be range(0, context_len, "
                   "BLOCK_N)), or a cache row outside the context read (the last block's tail, or block -1 "

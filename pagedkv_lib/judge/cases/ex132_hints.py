@@ -30,7 +30,7 @@ def hint(name: str, e: dict, g: dict, a: dict) -> str:
         if preempted_g < preempted_e:
             return POOL_HINT
         return ("when can_append(seq) is False, preempt the NEWEST running sequence not yet taken this step "
-                "(running.pop()), and repeat; only when none is left, preempt seq itself")
+                "(the end of running), and repeat; only when none is left, preempt seq itself")
     if name == "running":
         return "the scheduled sequences, in the order they were scheduled, and nothing else stay in running"
     if name == "status":

@@ -49,11 +49,11 @@ def _invalid_scale_hint(a: dict) -> str:
     """Why the case's invalid scale was let through: NaN and inf pass a test of `scale <= 0`."""
     values = [a[k] for k in ("k_scale", "v_scale", "scale") if k in a]
     if any(v != v for v in values):
-        return ("a NaN scale must raise a ValueError too, and NaN <= 0 is False: test not 0 < scale < "
-                "float('inf'), which NaN fails")
+        return ("a NaN scale must raise a ValueError too, and NaN <= 0 is False: test that the scale lies "
+                "between 0 and infinity, both excluded, a test that NaN fails")
     if float("inf") in values:
         return ("an infinite scale must raise a ValueError too (x / inf stores 0, byte * inf reads inf or "
-                "NaN): test that it is finite, 0 < scale < float('inf')")
+                "NaN): test that it is finite as well as > 0")
     when = "before writing" if "k_scale" in a else "first"
     return f"a scale must be a finite number > 0: check it and raise ValueError {when}"
 
@@ -156,7 +156,7 @@ def _check_gather(a: dict, expected: dict, got: dict) -> Outcome | None:
         return wrong(f"expected shape {list(exp.shape)}, got {list(out.shape)}", hint)
     if out.dtype != exp.dtype:
         return wrong(f"expected dtype {exp.dtype}, got {out.dtype}",
-                     "return the requested dtype: (byte.float() * scale).to(dtype)")
+                     "return the requested dtype: dequantize in float32, then convert to dtype")
     eps = torch.finfo(exp.dtype).eps
     outcome = close("out", exp, out, 0.0, eps)
     if outcome.passed:

@@ -349,7 +349,7 @@ def _gather_hint(case: Case, e: torch.Tensor, g: torch.Tensor) -> str:
             return "a row whose index is -1 must be written with zeros: out starts as garbage, not zeros"
         if bool((g[t] == POISON).any()):
             return ("index -1 was followed: its row is the memory before src (here POISON); load a safe row "
-                    "(tl.maximum(i, 0)) and write zeros with tl.where(i >= 0, row, 0.0)")
+                    "in its place (row 0, say) and write zeros where the index is -1")
         return "index -1 gives a row of zeros"
     W = src.shape[1]
     packed = src.flatten() if src.is_contiguous() else _storage_from(src, W)
@@ -427,7 +427,7 @@ def _softmax_hint(case: Case, e: torch.Tensor, g: torch.Tensor) -> str:
                     "with other=float('-inf'), so that exp(-inf - max) = 0 (without other= they read 0)")
         if total > 1.01:
             return (f"row {r} sums to {total:.4g}, not 1: the max and the sum missed part of the row: loop "
-                    f"over all of it, for start in range(0, n, BLOCK), n loaded from lengths (here {n})")
+                    f"over all of it in tiles of BLOCK up to n, n loaded from lengths (here {n})")
         return "softmax(x[r, :n]) = exp(x - max) / sum(exp(x - max)), computed in fp32"
     return "softmax(x[r, :n]) = exp(x - max) / sum(exp(x - max)), computed in fp32"
 

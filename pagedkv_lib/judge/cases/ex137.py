@@ -152,7 +152,8 @@ def run(ns, case: Case) -> dict:
             raise
         raise RuntimeError(f"{exc}: this case's caches are float8_e4m3fn (exercise 134's dtype), and some "
                            "torch operations have no fp8 kernel on the CPU (index_copy_, ...): move the "
-                           "blocks by indexing, dst[:, :, ids] = src[:, :, src_ids], which copies bytes") \
+                           "blocks by indexing their dimension on both sides of one assignment, which "
+                           "copies bytes") \
             from exc
     return {"ret": observe(ret), "refs": [pool.ref_count(b) for b in range(pool.num_blocks)],
             "free": list(pool.free_block_ids), "dst_kv": observe(a["dst_kv_cache"]),

@@ -3,13 +3,16 @@ compared with the library's multi-head form (every latent up-projected to H keys
 
 The case builds its inputs from pagedkv_lib.testing.mla_batch only (the oracle's module is not in the graded
 child's tree): L layers share one block table, each with its own cache, weights and queries, and `run` calls
-the submission once per layer. On a finite wrong answer the check recomputes here, in float64, the usual
-wrong variants and names the one matched: RoPE applied to the latent query as well, the query's RoPE part
-left unrotated, the RoPE key repeated instead of shared across heads (head h reading another token's key),
-w_uk used transposed (only possible when Dn = C: the first case is square on purpose), the scale of the
-latent rows 1/sqrt(C + R) (or 1/sqrt(C)) instead of 1/sqrt(Dn + R), the last partial page dropped or its
-unused tail read, and a
-later layer answered with the first layer's weights (state kept between calls).
+the submission once per layer. On a wrong answer of the right shape the check recomputes here, in float64,
+the usual mistakes and names every one the output matches: RoPE applied to the latent query as well, the
+query's RoPE part left unrotated or the cached RoPE key rotated again (one number: the hint names both),
+the query rotated in halves instead of pairs, the RoPE key repeated instead of shared across heads, w_uk
+used transposed (only possible when Dn = C: the first case is square on purpose), a scale of another usual
+dimension (1/sqrt(C + R), 1/sqrt(C), 1/sqrt(Dn), none, ...: the hint names every one equal to the number
+matched, as 1/sqrt(Dn) and 1/sqrt(C) are in that square case), the last partial page dropped, its unused
+tail read or the -1 padding followed, and a later layer answered with any of an earlier layer's inputs
+(state kept between calls). Otherwise the hint says what was observed (which sequences and heads, by how
+much) and where notebook 18 teaches the clauses; no hint shows code of the answer.
 
 Clauses of the contract -> the fixed case that holds each:
     RoPE on q's RoPE part only; one shared RoPE key    square_weights (and every case)
@@ -36,6 +39,7 @@ from . import Case, fresh, observe, tensor_text
 
 TOLERANCE = {torch.float64: 1e-9, torch.float32: 1e-4}     # atol = rtol
 DTYPES = {"fp64": torch.float64, "fp32": torch.float32}
+INPUTS = ("q", "kv_cache", "w_uk", "w_uv")     # what each layer's call brings
 FIXED = [  # name, context_lens, block_size, H, C, R, Dn, Dv, options
     ("square_weights", [5, 3], 4, 4, 16, 8, 16, 8, {"num_layers": 2, "garbage": "huge"}),
     ("deepseek_ratios", [1, 16, 17, 40], 16, 8, 32, 4, 8, 8, {"num_layers": 2}),
@@ -103,7 +107,7 @@ def check(case: Case, expected: dict, got: dict) -> Outcome:
         outcome = close(f"out of layer {layer}", exp, out, tol, tol)
         if not outcome.passed:
             if isinstance(out, torch.Tensor) and out.shape == exp.shape and out.dtype == exp.dtype:
-                outcome.hint = _diagnose(case.args, layer, out, tol)
+                outcome.hint = _diagnose(case.args, layer, out, exp, tol)
             return outcome
     if diff(expected["inputs"], got["inputs"]) is not None:
         return wrong("an input was modified (q, the cache, the tables, the weights or the angles)",
@@ -111,15 +115,18 @@ def check(case: Case, expected: dict, got: dict) -> Outcome:
     return Outcome()
 
 
-def reference(a: dict, layer: int, *, rope_latent: bool = False, rope_query: bool = True,
-              repeat_key: bool = False, transpose_w_uk: bool = False, scale_dim: str = "Dn + R",
-              full_pages_only: bool = False, whole_blocks: bool = False, follow_padding: bool = False,
-              weights_of: int | None = None) -> torch.Tensor | None:
+def reference(a: dict, layer: int, *, rope_latent: bool = False, rope_query: str = "interleaved",
+              rope_key_again: bool = False, repeat_key: bool = False, transpose_w_uk: bool = False,
+              scale: float | None = None, full_pages_only: bool = False, whole_blocks: bool = False,
+              follow_padding: bool = False, layer_of: dict | None = None) -> torch.Tensor | None:
     """The absorbed form in float64 with switchable mistakes, [B, H, Dv] (None where the mistake cannot be
-    made with these shapes). NaN garbage is made 0 first, so a variant matches only what it computes."""
-    w = layer if weights_of is None else weights_of
-    q, w_uk, w_uv = a["q"][layer].double(), a["w_uk"][w].double(), a["w_uv"][w].double()
-    kv_cache = a["kv_cache"][layer].double().nan_to_num(0.0)             # [N, S, W]
+    made with these shapes). `rope_query`: "interleaved" (right), "halves" or "none"; `scale`: None for
+    1 / sqrt(Dn + R); `layer_of`: input name ("q", "kv_cache", "w_uk", "w_uv") -> the earlier layer whose
+    tensor is used (state kept between calls). NaN garbage is made 0 first, so a variant matches only what
+    it computes."""
+    src = dict.fromkeys(INPUTS, layer) | (layer_of or {})
+    q, w_uk, w_uv = (a[name][src[name]].double() for name in ("q", "w_uk", "w_uv"))
+    kv_cache = a["kv_cache"][src["kv_cache"]].double().nan_to_num(0.0)    # [N, S, W]
     B, H, _ = q.shape
     Dn, C = w_uk.shape[1], w_uk.shape[2]
     S, W = kv_cache.shape[1], kv_cache.shape[2]
@@ -127,12 +134,13 @@ def reference(a: dict, layer: int, *, rope_latent: bool = False, rope_query: boo
     if transpose_w_uk and Dn != C:
         return None
     cos, sin = a["cos"][:, None], a["sin"][:, None]                      # [B, 1, R / 2]
-    q_pe = apply_rope_interleaved(q[..., Dn:], cos, sin) if rope_query else q[..., Dn:]   # [B, H, R]
+    rotate = {"interleaved": apply_rope_interleaved, "halves": rope_in_halves, "none": None}[rope_query]
+    q_pe = q[..., Dn:] if rotate is None else rotate(q[..., Dn:], cos, sin)   # [B, H, R]
     w_k = w_uk.transpose(1, 2) if transpose_w_uk else w_uk
     q_c = torch.einsum("bhd,hdc->bhc", q[..., :Dn], w_k)                 # [B, H, C]
     if rope_latent:
         q_c = torch.cat((apply_rope_interleaved(q_c[..., :R], cos, sin), q_c[..., R:]), dim=-1)
-    scale = {"Dn + R": Dn + R, "C + R": C + R, "C": C}[scale_dim] ** -0.5
+    scale = (Dn + R) ** -0.5 if scale is None else scale
     out = torch.zeros(B, H, w_uv.shape[1], dtype=torch.float64)          # [B, H, Dv]
     for b in range(B):
         n = int(a["context_lens"][b])
@@ -141,53 +149,130 @@ def reference(a: dict, layer: int, *, rope_latent: bool = False, rope_query: boo
         rows = kv_cache[table.long()].reshape(-1, W)                                 # [blocks * S, W]
         rows = rows if whole_blocks or follow_padding else rows[:n]                  # [n, W]
         n = len(rows)
-        k_pe = rows[:, C:].repeat(H, 1).reshape(n, H, R) if repeat_key else rows[:, None, C:].expand(n, H, R)
+        k_pe = rows[:, C:]                                                           # [n, R]
+        if rope_key_again:
+            k_pe = apply_rope_interleaved(k_pe, cos[b], sin[b])
+        k_pe = k_pe.repeat(H, 1).reshape(n, H, R) if repeat_key else k_pe[:, None].expand(n, H, R)
         scores = q_c[b] @ rows[:, :C].T + torch.einsum("hr,nhr->hn", q_pe[b], k_pe)   # [H, n]
         if n:
             out[b] = torch.einsum("hc,hvc->hv", (scores * scale).softmax(-1) @ rows[:, :C], w_uv)
     return out
 
 
-VARIANTS = [  # hint, reference switches
-    ("RoPE was applied to the latent query too: only the decoupled RoPE part q[..., Dn:] is rotated (it "
-     "meets the rows' last R numbers); w_uk[h]^T q_nope and the cached latents carry no position, which "
-     "is what lets w_uk be absorbed at all", {"rope_latent": True}),
-    ("the query's RoPE part was not rotated: rotate q[..., Dn:] with cos, sin (the keys in the cache already "
-     "are, each at its own position)", {"rope_query": False}),
-    ("the RoPE key is not shared across heads: each row holds ONE RoPE key that every head scores against "
-     "(rows[:, C:] broadcast over heads, or q_pe @ k_pe.T); repeat(H, 1) then reshape gives head h another "
-     "token's key", {"repeat_key": True}),
-    ("w_uk was absorbed transposed: the latent query is q_c[h] = w_uk[h]^T q_nope, einsum('hd,hdc->hc'), so "
-     "that q_c . c = q_nope . (w_uk[h] c)", {"transpose_w_uk": True}),
-    ("the softmax scale of the latent dimension: scale by 1 / sqrt(Dn + R), the head dim of the multi-head "
-     "q . k, not 1 / sqrt(C + R) of the latent rows (absorption changes the vectors, not the scores)",
-     {"scale_dim": "C + R"}),
-    ("the softmax scale of the latent dimension: scale by 1 / sqrt(Dn + R), not 1 / sqrt(C)",
-     {"scale_dim": "C"}),
-    ("the last block's unused tail was read: cut the rows to the context_len tokens", {"whole_blocks": True}),
-    ("a block was read through the -1 padding (PyTorch reads block -1 as the pool's last one): take only "
-     "the first ceil(n / S) entries of the table row", {"follow_padding": True}),
-    ("the last partial page was dropped: a context of n tokens spans ceil(n / S) blocks, the last one "
-     "holding n - (ceil(n / S) - 1) * S of them", {"full_pages_only": True}),
+def rope_in_halves(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """RoPE in the half-split layout of Llama-style models (dimension i paired with i + R / 2): the layout
+    this exercise does not use, for the hint of a query rotated that way."""
+    first, second = x.chunk(2, dim=-1)                                   # [..., R / 2] each
+    return torch.cat((first * cos - second * sin, second * cos + first * sin), dim=-1)
+
+
+ABSORB = 'section 2 of notebook 18, "One decode step, two ways"'
+PAGED = 'section 4 of notebook 18, "The paged latent cache"'
+VARIANTS = [  # hint (what the output matched, the clause, where it is taught), reference switches
+    ("the output matches RoPE applied to the latent query as well: only q's RoPE part (its last R numbers) "
+     "carries a position; the latent query and the cached latents carry none, which is what lets w_uk be "
+     f"absorbed at all ({ABSORB})", {"rope_latent": True}),
+    ("the output matches the query's RoPE part not rotated: the scores must see the query's position "
+     f"(cos, sin) against each key's, already in the cache ({ABSORB})", {"rope_query": "none"}),
+    ("the output matches the cached RoPE key rotated a second time, with the query's angles: the cache "
+     "stores k_pe already rotated at its own position, and turning both sides by the same angle undoes the "
+     f"query's rotation ({ABSORB})", {"rope_key_again": True}),
+    ("the output matches the query's RoPE part rotated in halves (dimension i with i + R / 2): this model "
+     "pairs neighbours (2i, 2i + 1), the layout the cached keys were rotated in (the docstring's contract; "
+     "pagedkv_lib/core/rotary.py)", {"rope_query": "halves"}),
+    ("the output matches a RoPE key that is not shared across heads (head h scoring another token's key): "
+     f"each cached row holds ONE RoPE key that every head scores against ({ABSORB})", {"repeat_key": True}),
+    ("the output matches w_uk absorbed transposed: the latent query must satisfy q_c . c = q_nope . "
+     f"(w_uk[h] c) for every latent c ({ABSORB})", {"transpose_w_uk": True}),
+    (f"the output matches the last block's unused tail read: a context is its first n rows ({PAGED})",
+     {"whole_blocks": True}),
+    ("the output matches a block read through the -1 padding (PyTorch reads block -1 as the pool's last "
+     f"one): a context of n tokens uses only the first ceil(n / S) entries of its table row ({PAGED})",
+     {"follow_padding": True}),
+    ("the output matches the last partial page dropped: a context of n tokens spans ceil(n / S) blocks, "
+     f"the last one holding n - (ceil(n / S) - 1) * S of them ({PAGED})", {"full_pages_only": True}),
 ]
-RECIPE = ("absorb: q_c = einsum('bhd,hdc->bhc', q_nope, w_uk), q_pe rotated; per sequence gather its n rows "
-          "through the block table; scores = (q_c . c + q_pe . k_pe) / sqrt(Dn + R); latent output = "
-          "softmax . c; out = einsum('hc,hvc->hv', latent output, w_uv)")
 GARBAGE = ("NaN in the output: a cache row outside the context reached it. Masking the scores with -inf is "
            "not enough: such a row's weight is 0, and 0 x NaN = NaN in p . c, so cut the rows to the context "
-           "before the products")
+           f"before the products ({PAGED})")
 
 
-def _diagnose(a: dict, layer: int, got: torch.Tensor, tol: float) -> str:
-    variants = list(VARIANTS)
-    if layer:
-        variants.append(("this layer's answer is computed with layer 0's weights: something was kept "
-                         "between calls (a cache of absorbed weights?); every call brings its own layer's "
-                         "weights, keep nothing", {"weights_of": 0}))
-    for text, kwargs in variants:
-        other = reference(a, layer, **kwargs)
-        if other is not None and torch.allclose(got.double(), other, atol=tol, rtol=tol):
-            return text
+def _diagnose(a: dict, layer: int, got: torch.Tensor, expected: torch.Tensor, tol: float) -> str:
+    """The hint of a wrong output of the right shape and dtype: the known mistakes whose output it matches
+    (all of them when this case cannot tell them apart), else what was observed."""
+    got = got.double()
+    found = [text for text, kwargs in [*VARIANTS, *_kept_state(a, layer)]
+             if _matches(got, reference(a, layer, **kwargs), tol)]
+    found += _scale_hints(a, layer, got, tol)
+    if len(found) == 1:
+        return found[0]
+    if found:
+        each = [f"({i}) {text.removeprefix('the output matches ')}" for i, text in enumerate(found, 1)]
+        return f"the output matches {len(found)} mistakes that this case cannot tell apart: {'; '.join(each)}"
     if bool(torch.isnan(got).any()):
         return GARBAGE
-    return RECIPE
+    return _observed(a, layer, got, expected.double(), tol)
+
+
+def _matches(got: torch.Tensor, other: torch.Tensor | None, tol: float) -> bool:
+    return other is not None and torch.allclose(got, other, atol=tol, rtol=tol)
+
+
+def _kept_state(a: dict, layer: int) -> list:
+    """(hint, switches) of every way a later layer can reuse an earlier layer's inputs: any non-empty set of
+    q, the cache and the weights taken from any earlier call."""
+    variants = []
+    for earlier in range(layer):
+        for mask in range(1, 2 ** len(INPUTS)):
+            names = [name for i, name in enumerate(INPUTS) if mask >> i & 1]
+            variants.append((
+                f"layer {layer}'s output is what layer {earlier}'s {' and '.join(names)} "
+                f"{'give' if len(names) > 1 else 'gives'} with this "
+                f"layer's other inputs: something was kept between calls; every call brings its own layer's "
+                f"query, cache and weights (one block table for all), and the contract keeps nothing",
+                {"layer_of": dict.fromkeys(names, earlier)}))
+    return variants
+
+
+def _scale_hints(a: dict, layer: int, got: torch.Tensor, tol: float) -> list:
+    """The hint of the softmax scale the output matches, naming every usual scale of that value here (with
+    Dn = C, 1 / sqrt(Dn) and 1 / sqrt(C) are one number: the case cannot tell which was written)."""
+    Dn, C = a["w_uk"].shape[2], a["w_uk"].shape[3]
+    R, Dv = a["kv_cache"].shape[-1] - C, a["w_uv"].shape[2]
+    right = Dn + R
+    usual = [("1 / sqrt(Dn)", Dn), ("1 / sqrt(C)", C), ("1 / sqrt(R)", R), ("1 / sqrt(C + R)", C + R),
+             ("1 / sqrt(Dv)", Dv), ("1 / (Dn + R), without the square root", right ** 2),
+             ("1 (no scale at all)", 1)]
+    by_value = {}                                   # the number under the square root -> its usual names
+    for name, under_root in usual:
+        by_value.setdefault(under_root, []).append(name)
+    by_value.pop(right, None)
+    hints = []
+    for value, names in by_value.items():
+        if not _matches(got, reference(a, layer, scale=value ** -0.5), tol):
+            continue
+        same = "" if len(names) == 1 else (
+            f" (all one number here: Dn = {Dn}, C = {C}, R = {R}, Dv = {Dv}, so this case cannot tell which)")
+        hints.append(f"the output matches the scores scaled by {' or '.join(names)}{same}, not by "
+                     f"1 / sqrt(Dn + R) = 1 / sqrt({right}), the head dim of the multi-head q . k: absorbing "
+                     f"w_uk changes the vectors, not the scores ({ABSORB})")
+    return hints
+
+
+def _observed(a: dict, layer: int, got: torch.Tensor, expected: torch.Tensor, tol: float) -> str:
+    """What a wrong output no known mistake explains shows: which sequences and heads are off, by how much,
+    beside their context lengths, and where the clauses are taught."""
+    lens = a["context_lens"].tolist()
+    S = a["kv_cache"].shape[2]
+    off = ~torch.isclose(got, expected, atol=tol, rtol=tol)                          # [B, H, Dv]
+    wrong_seqs = [b for b in range(len(lens)) if bool(off[b].any())]
+    right_seqs = [b for b in range(len(lens)) if b not in wrong_seqs]
+    heads = int(off.any(dim=-1).any(dim=0).sum())
+    err = float((got - expected).abs().max())
+    text = (f"no usual mistake matches layer {layer}'s output. Observed, with blocks of {S} tokens: "
+            f"sequences {wrong_seqs} (context lengths {[lens[b] for b in wrong_seqs]}) are off in {heads} of "
+            f"{got.shape[1]} heads, by up to {err:.3g}")
+    if right_seqs:
+        text += f"; sequences {right_seqs} (lengths {[lens[b] for b in right_seqs]}) are right"
+    return (f"{text}. Absorption, RoPE and the scale: {ABSORB}; reading a context through its block table: "
+            f"{PAGED}")

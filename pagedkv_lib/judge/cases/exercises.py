@@ -120,8 +120,9 @@ CARDS = (
          {"mla_decode_absorbed": "pagedkv_lib.core.mla_attention:mla_decode_multihead"},
          forbidden=tuple(f"pagedkv_lib.core.mla_attention:{n}" for n in (
              "mla_decode_absorbed", "absorb_query", "mla_latent_attention", "gather_latents")),
-         reference=("pagedkv_lib.core.mla_attention:mla_decode_absorbed",
-                    "pagedkv_lib.core.mla_attention:mla_latent_attention")),
+         reference=tuple(f"pagedkv_lib.core.mla_attention:{n}" for n in (    # what a learner writes, in
+             "split_query", "absorb_query", "mla_scale", "gather_latents",       # order: RoPE, absorption,
+             "mla_latent_attention", "mla_decode_absorbed"))),                   # scale, gather, attention
     card(139, "sliding_window_manager", "Sliding-window KV cache group", "hard", "19 Hybrid models",
          {"SlidingWindowManager": "pagedkv_lib.core.sliding_window_manager:SlidingWindowManager"},
          forbidden=("pagedkv_lib.core.kv_cache_coordinator:KVCacheCoordinator",
