@@ -119,7 +119,8 @@ CARDS = (
     card(138, "mla_decode", "Paged MLA decode, absorbed", "hard", "18 MLA: a cache of latents",
          {"mla_decode_absorbed": "pagedkv_lib.core.mla_attention:mla_decode_multihead"},
          forbidden=tuple(f"pagedkv_lib.core.mla_attention:{n}" for n in (
-             "mla_decode_absorbed", "absorb_query", "mla_latent_attention", "gather_latents")),
+             "mla_decode_absorbed", "split_query", "absorb_query", "mla_scale", "mla_latent_attention",
+             "gather_latents")),
          reference=tuple(f"pagedkv_lib.core.mla_attention:{n}" for n in (    # what a learner writes, in
              "split_query", "absorb_query", "mla_scale", "gather_latents",       # order: RoPE, absorption,
              "mla_latent_attention", "mla_decode_absorbed"))),                   # scale, gather, attention

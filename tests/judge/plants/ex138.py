@@ -90,4 +90,8 @@ PLANTS = {
         ('out = q.new_empty(B, H, w_uv.shape[1])',
          'out = torch.empty(B, H, w_uv.shape[1], dtype=torch.float64)'),
     ], WA, "the query's shape and dtype"),
+    'library_rope_borrowed': Plant([
+        ('q_pe = apply_rope_interleaved(q[..., Dn:], cos[:, None], sin[:, None])',
+         'from pagedkv_lib.core.mla_attention import split_query\n    q_pe = split_query(q, w_uk, cos, sin)[1]'),
+    ], RE, "the library's implementation"),
 }
