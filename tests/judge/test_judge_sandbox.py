@@ -9,6 +9,9 @@
   none passes, the grader's environment and files do not reach the report, every hog ends in a verdict in
   time, and nothing is left (no process, no file changed).
 - A judge killed by SIGTERM or SIGKILL mid-grading leaves no scratch directory and no process, both modes.
+- The judge's own failures before the submission is imported (cases that cannot be sent or received, a
+  harness module that does not import) are a judge error, exit status 4, nothing recorded; a submission that
+  exits while it is imported is still a runtime error.
 """
 from __future__ import annotations
 
@@ -301,3 +304,71 @@ def test_the_import_walk_skips_what_only_type_checkers_read():
     found = harness.imports_in(ast.parse(source).body, "pagedkv_lib")
     assert "pagedkv_lib.core.sequence" in found
     assert not {"pagedkv_lib.engine.sampler", "pagedkv_lib.engine.llm_engine"} & found, found
+
+
+class _OnlyTheJudgeKnows:
+    """A case value whose class lives in this test module: the sandboxed child cannot unpickle it."""
+
+
+def _break_cases(monkeypatch, exercise_id: int, value) -> None:
+    module = registry.get(exercise_id).cases()
+    build = module.build
+
+    def broken(seed, device="cpu"):
+        cases = build(seed, device)
+        cases[0].args["extra"] = value
+        return cases
+
+    monkeypatch.setattr(module, "build", broken)
+
+
+def _judge_error_report(capsys, monkeypatch, tmp_path) -> str:
+    """practice/122's file graded through the command line (bwrap): exit status 4, nothing recorded."""
+    from pagedkv_lib.judge import cli
+
+    status = tmp_path / "status.json"
+    monkeypatch.setenv("PAGEDKV_JUDGE_STATUS", str(status))
+    assert cli.main(["122"]) == 4
+    assert not status.exists()
+    out = capsys.readouterr().out
+    assert "JUDGE ERROR" in out and "not of your code" in out and "bwrap" in out
+    assert "please report it with the command you ran and: python " in out and "torch 2." in out
+    assert "hint: do not" not in out and "submission" not in out.split("hint:")[1].split("\n")[0]
+    return out
+
+
+@NEEDS_BWRAP
+@pytest.mark.parametrize("value", [lambda: 0, _OnlyTheJudgeKnows()], ids=["unpicklable", "not_in_the_child"])
+def test_cases_that_do_not_reach_the_child_are_a_judge_error(value, capsys, monkeypatch, tmp_path):
+    _break_cases(monkeypatch, 122, value)
+    out = _judge_error_report(capsys, monkeypatch, tmp_path)
+    if callable(value):
+        assert "sending the cases: PicklingError" in out or "sending the cases: AttributeError" in out
+    else:
+        assert "No module named 'test_judge_sandbox'" in out
+
+
+@NEEDS_BWRAP
+def test_a_harness_module_that_does_not_import_is_a_judge_error(capsys, monkeypatch, tmp_path):
+    files = harness.harness_files
+
+    def broken(exercise_id):
+        return [(rel, src, "import pagedkv_lib.no_such_module\n" if rel.endswith("cases/ex122.py") else text)
+                for rel, src, text in files(exercise_id)]
+
+    monkeypatch.setattr(harness, "harness_files", broken)
+    assert "no_such_module" in _judge_error_report(capsys, monkeypatch, tmp_path)
+
+
+@NEEDS_BWRAP
+def test_a_submission_that_exits_while_it_is_imported_is_still_a_runtime_error(tmp_path):
+    from plants.adversarial import ADVERSARIAL
+
+    from pagedkv_lib.judge.grading import grade
+
+    files = []
+    for name in ("sys_exit_at_import", "os_exit_at_import"):
+        files.append(tmp_path / f"{name}.py")
+        files[-1].write_text(ADVERSARIAL[name][1])
+    results = grade(122, files, jobs=2, isolation="bwrap")
+    assert [r.verdict for r in results] == ["runtime error", "runtime error"]
