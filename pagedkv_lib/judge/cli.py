@@ -2,7 +2,8 @@
 
 Exit status 0 only when every case of every graded file passes, 1 when one fails, 2 on a usage error (every
 value is checked before anything is graded: one line on stderr), 3 when an unsandboxed submission changed a
-file the verdicts rest on (tampering), 130 when interrupted (Ctrl-C, pressed once or more), 141 when the
+file the verdicts rest on (tampering), 4 when the judge itself failed on a file (a judge error: nothing is
+recorded; its report says what to report), 130 when interrupted (Ctrl-C, pressed once or more), 141 when the
 output went to a pipe that closed (`--list | head`). Several files are graded in the bwrap sandbox; where
 bwrap is missing they need --no-sandbox. The --json schema is in report.py.
 """
@@ -21,6 +22,7 @@ import threading
 from pathlib import Path
 
 from . import isolation, registry, status
+from .outcome import JUDGE_ERROR
 
 MAX_SEED = 2**32 - 1                  # seeds reach torch.Generator.manual_seed as 1000 * seed + i
 MAX_TIME_LIMIT_S = 3600.0             # seconds of CPU per case
@@ -28,6 +30,7 @@ MAX_JOBS = 64
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130                # 128 + SIGINT, as a shell reports it
 EXIT_BROKEN_PIPE = 141                # 128 + SIGPIPE
+EXIT_JUDGE_ERROR = 4                  # the judge's own machinery failed (outcome.JUDGE_ERROR)
 
 
 class UsageError(Exception):
@@ -159,6 +162,8 @@ def _grade(exercise, files, args, device, mode: str) -> int:
               f"{', '.join(tampered)} ran unsandboxed; the batch stopped there and nothing was recorded",
               file=sys.stderr)
         return 3
+    if any(r.verdict == JUDGE_ERROR for r in results):
+        return EXIT_JUDGE_ERROR
     return 0 if all(r.ok for r in results) else 1
 
 

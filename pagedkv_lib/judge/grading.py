@@ -27,7 +27,7 @@ from pathlib import Path
 
 from . import registry, status
 from .isolation import BWRAP, DESCRIBE, FORK, choose
-from .outcome import PASSED, SKIPPED, TAMPERING, WRONG_ANSWER, Outcome
+from .outcome import PASSED, SKIPPED, TAMPERING, WRONG_ANSWER, Outcome, not_graded
 from .protocol import CaseDone, decode, encode
 from .supervisor import Supervisor
 
@@ -301,7 +301,7 @@ def _digest() -> str:
 def _graded(module, load, record, ended, case, expected) -> CaseResult:
     """Case `case`'s result: `record` its CaseDone (or None), `ended` why it did not finish (or None)."""
     if load is not None:
-        return CaseResult(case.name, Outcome(load.verdict, "not run: the submission could not be graded"))
+        return CaseResult(case.name, Outcome(load.verdict, f"not run: {not_graded(load)}"))
     if ended is not None:
         return CaseResult(case.name, ended, None, case.show)
     if record is None:

@@ -2,7 +2,8 @@
 
 - bwrap (bubblewrap): a graded file, where this machine can sandbox. The child sees a file tree made for it
   (`mounts`, printed by `python -m pagedkv_lib.judge.isolation ID`): the system's programs and libraries,
-  Python and its site-packages (not the repository), the harness (judge/harness.py: the library without what
+  Python and its site-packages (not the repository, nor what an install of the course put there:
+  `installed_copies`, masked), the harness (judge/harness.py: the library without what
   the exercise grades), the one submission, a scratch tmpfs; /proc and a minimal /dev; all read-only but the
   scratch and /dev/shm, both size-limited tmpfs that vanish with the sandbox. No network, its own PID, IPC
   and UTS namespaces (the kernel ends all it started), an environment of a few variables, dying with the
@@ -45,6 +46,8 @@ SCRATCH = "/scratch"                # in the sandbox: its working directory, HOM
 SCRATCH_BYTES = 256 * 2**20         # the scratch tmpfs
 SHM_BYTES = 64 * 2**20              # the /dev/shm tmpfs
 HARNESS = "/judge/lib"              # in the sandbox: the library files the exercise may use (its PYTHONPATH)
+INSTALLED = ("pagedkv_lib", "pagedkv_course[-.]*", "pagedkv-course*", "__editable__*pagedkv_course*",
+             "__pycache__/__editable__*pagedkv_course*")   # an install's entries in site-packages
 TASKS_ALLOWANCE = 16                # RLIMIT_NPROC: threads and processes beyond those the child holds at load
 UID_BASE = 2_000_000                # a sandboxed child of a root judge runs as UID_BASE + a number of its own
 PR_SET_PDEATHSIG = 1
@@ -125,17 +128,39 @@ def _within(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
+def site_dirs() -> list:
+    """The site-packages (or dist-packages) folders on sys.path."""
+    return [p for p in sys.path if os.path.basename(p) in ("site-packages", "dist-packages")]
+
+
 def python_dirs(repository: str) -> list:
     """Python's own folders (sys.base_prefix, the venv's sys.prefix) and the site-packages on sys.path,
     none that is the repository or holds it, and none inside it but a venv there."""
-    found = [sys.base_prefix, sys.prefix,
-             *(p for p in sys.path if os.path.basename(p) in ("site-packages", "dist-packages"))]
+    found = [sys.base_prefix, sys.prefix, *site_dirs()]
     dirs = []
     for d in sorted({os.path.abspath(p) for p in found if os.path.isdir(p)}, key=len):
         inside = _within(d, repository) and not _within(d, os.path.abspath(sys.prefix))
         if not (_within(repository, d) or inside or any(_within(d, kept) for kept in dirs)):
             dirs.append(d)
     return dirs
+
+
+def installed_copies() -> list:
+    """What an install of the course left in site-packages: `pip install .` copies all of pagedkv_lib (the
+    oracle included) there, with its dist-info; `pip install -e .` a .pth and a finder that name the
+    repository. The sandbox binds site-packages whole, so `mounts` masks each of these."""
+    found = set()
+    for folder in site_dirs():
+        for pattern in INSTALLED:
+            found.update(str(p) for p in Path(folder).glob(pattern))
+    return sorted(found)
+
+
+def _masked(path: str) -> list:
+    """Mounts that show `path` empty and read-only: a folder as an empty tmpfs, a file as no bytes."""
+    if os.path.isdir(path):
+        return [("--size", "4096", "--tmpfs", path), ("--remount-ro", path)]
+    return [("--ro-bind-data", "", path)]
 
 
 def mounts(exercise_id: int, submission: str | None, device: str = "cpu") -> list:
@@ -145,6 +170,8 @@ def mounts(exercise_id: int, submission: str | None, device: str = "cpu") -> lis
     from . import harness, registry
 
     tree = [*_system(), *(("--ro-bind", d, d) for d in python_dirs(str(registry.ROOT)))]
+    for path in installed_copies():                   # no copy of the library but the harness
+        tree += _masked(path)
     for rel, source, text in harness.harness_files(exercise_id):
         where = f"{HARNESS}/{rel}"
         tree.append(("--ro-bind", source, where) if text is None else ("--ro-bind-data", text, where))

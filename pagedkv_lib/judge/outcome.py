@@ -7,6 +7,7 @@ which will not let a child claim a pass.
 from __future__ import annotations
 
 import os
+import platform
 import traceback
 from dataclasses import asdict, dataclass, field
 
@@ -18,8 +19,9 @@ MEMORY_LIMIT = "memory limit"
 NOT_IMPLEMENTED = "not implemented"
 TAMPERING = "tampering"       # unsandboxed grading only: a file the judge relies on changed while it ran
 SKIPPED = "skipped"           # not run: an earlier case ended the process, or the batch stopped
+JUDGE_ERROR = "judge error"   # the judge's own machinery failed before the submission was imported
 CODES = {PASSED: "ok", WRONG_ANSWER: "WA", RUNTIME_ERROR: "RE", TIME_LIMIT: "TLE", MEMORY_LIMIT: "MLE",
-         NOT_IMPLEMENTED: "NI", TAMPERING: "TAMP", SKIPPED: "--"}     # each verdict's short code
+         NOT_IMPLEMENTED: "NI", TAMPERING: "TAMP", SKIPPED: "--", JUDGE_ERROR: "JE"}   # each verdict's code
 VERDICTS = tuple(CODES)
 MEMORY_HINT = "the judge caps the memory a submission may allocate"
 MAX_TEXT = 500                # characters of one text a child sent (a message, a hint, an action)
@@ -53,12 +55,12 @@ class Outcome:
 
     @classmethod
     def from_child(cls, record) -> Outcome:
-        """The Outcome a child (perhaps a hostile one) sent: it cannot claim a pass, a skip or tampering, and
-        what it says is text, clipped (MAX_TEXT characters, MAX_DETAILS lines)."""
+        """The Outcome a child (perhaps a hostile one) sent: it cannot claim a pass, a skip, tampering or a
+        judge error, and what it says is text, clipped (MAX_TEXT characters, MAX_DETAILS lines)."""
         if type(record) is not dict:
             record = {}
         verdict = record.get("verdict")
-        if verdict not in VERDICTS or verdict in (PASSED, TAMPERING, SKIPPED):
+        if verdict not in VERDICTS or verdict in (PASSED, TAMPERING, SKIPPED, JUDGE_ERROR):
             verdict = RUNTIME_ERROR
         details = record.get("details")
         if type(details) is not list:
@@ -91,6 +93,29 @@ class Outcome:
             verdict = RUNTIME_ERROR
             hint = next((h for words, h in _EXCEPTION_HINTS if all(w in said for w in words)), "")
         return cls(verdict, clip(text), hint, user_trace(exc, files))
+
+
+def judge_error(message: str, isolation: str, details=()) -> Outcome:
+    """The judge's own failure (its child ended, or sent nonsense, before it imported the submission): not
+    the learner's doing, so its hint asks for a report of what reproduces it, never for a change of code."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = []
+    for package in ("torch", "triton"):
+        try:
+            found.append(f"{package} {version(package)}")
+        except PackageNotFoundError:
+            found.append(f"no {package}")
+    versions = ", ".join([f"python {platform.python_version()}", *found, f"isolation {isolation}"])
+    return Outcome(JUDGE_ERROR, f"{message}: a failure of the judge itself, not of your code",
+                   f"please report it with the command you ran and: {versions}", list(details))
+
+
+def not_graded(load: Outcome) -> str:
+    """Why a submission whose loading failed (`load`) was not graded, in a few words."""
+    if load.verdict == JUDGE_ERROR:
+        return "the judge failed before it imported the submission"
+    return "the submission could not be graded"
 
 
 def clip(text: str, limit: int = MAX_TEXT) -> str:

@@ -8,6 +8,10 @@ a fork inherits it), JSON lines back on a pipe, one object per message:
     {"type": "refused", "action": "..."}       a guard refused something: that is the verdict
     {"type": "done", "figures": null | {...}}  every case ran (and the benchmark, if asked for, gave figures)
 
+The cases go the other way, to a sandboxed child only, pickled (`send_cases`, `receive_cases`): torch's
+pickle cannot restore some dtypes (float8 e4m3 and e5m2 among them), so a tensor of a dtype outside
+PICKLED_DTYPES travels as an integer view of the same element size and is viewed back on arrival.
+
 O is an `Outcome` as a dict. In plain data a tensor is {"__tensor__": [dtype, shape, base64 bytes]}, a tuple
 {"__tuple__": [...]}, a dict with keys other than strings {"__pairs__": [[key, value], ...]}. The parent runs
 nothing a child sends: it parses JSON, requires each message's exact field names and each field's type, a
@@ -22,6 +26,8 @@ import base64
 import json
 import math
 import os
+import pickle
+import sys
 from dataclasses import asdict, dataclass, fields
 
 from .outcome import Outcome, clip
@@ -31,6 +37,9 @@ from .outcome import Outcome, clip
 MAX_MESSAGE_BYTES = {"cpu": 8 * 2**20, "cuda": 256 * 2**20}
 MAX_RESULT_BYTES = {"cpu": 32 * 2**20, "cuda": 512 * 2**20}
 MAX_CASES = 10_000                     # cases of one exercise (the largest set has a few hundred)
+PICKLED_DTYPES = ("bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32",
+                  "float64", "complex64", "complex128")     # torch's pickle restores these as they are
+_SAME_SIZE = {1: "uint8", 2: "int16", 4: "int32", 8: "int64"}    # bytes per element -> the view that travels
 
 
 @dataclass
@@ -208,6 +217,33 @@ def _tensor(fields_):
 
 _FIELDS = {"cases": _count, "index": _count, "time_s": _seconds, "action": _text, "error": _error,
            "observation": from_plain, "figures": _figures, "fresh_child": _flag}
+
+
+def send_cases(cases, file) -> None:
+    """Pickle `cases` into `file`, every tensor of a dtype torch cannot unpickle as its same-size view."""
+    _CasePickler(file, pickle.HIGHEST_PROTOCOL).dump(cases)
+
+
+def receive_cases(file):
+    """The cases `send_cases` wrote into `file`, each tensor in its own dtype again."""
+    return pickle.load(file)
+
+
+class _CasePickler(pickle.Pickler):
+    def reducer_override(self, obj):
+        torch = sys.modules.get("torch")              # no torch imported: no tensor to pickle
+        if torch is not None and isinstance(obj, torch.Tensor):
+            dtype = str(obj.dtype).removeprefix("torch.")
+            if dtype not in PICKLED_DTYPES:
+                same_size = getattr(torch, _SAME_SIZE[obj.dtype.itemsize])
+                return _viewed_as, (obj.detach().view(same_size), dtype)   # same shape, strides and bytes
+        return NotImplemented
+
+
+def _viewed_as(tensor, dtype: str):
+    import torch
+
+    return tensor.view(getattr(torch, dtype))
 
 
 class LineReader:

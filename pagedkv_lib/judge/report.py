@@ -1,11 +1,12 @@
 """Reports of a grading run: text for people, JSON for machines, CSV for an instructor's batch.
 
 JSON (`judge.py ID FILE --json`; a batch gives a list): {"schema": 2, "exercise": 127, "title", "file",
-"seed", "device", "verdict": one of outcome.VERDICTS, "passed", "total", "wall_s", "isolation" (in words),
-"tampered" ([str], unsandboxed only), "load_error": null | OUTCOME, "cases": [{"name", "time_s", **OUTCOME}],
-"output" (the first bytes printed), "output_bytes", "bench": null | {...}}; OUTCOME = {"verdict", "message",
-"hint", "details": [str], "max_abs_err"}. It is strict JSON: a number that is not finite (a max abs err of
-NaN) is null.
+"seed", "device", "verdict": one of outcome.VERDICTS ("judge error": the judge's own failure before the
+submission was imported; "load_error" says what to report), "passed", "total", "wall_s", "isolation" (in
+words), "tampered" ([str], unsandboxed only), "load_error": null | OUTCOME, "cases": [{"name", "time_s",
+**OUTCOME}], "output" (the first bytes printed), "output_bytes", "bench": null | {...}}; OUTCOME =
+{"verdict", "message", "hint", "details": [str], "max_abs_err"}. It is strict JSON: a number that is not
+finite (a max abs err of NaN) is null.
 
 What a submission printed or sent, and a file's name, reach a terminal or a spreadsheet only through
 `escaped`: control characters (ESC, CR, a newline inside a label, bidirectional overrides) are shown as
@@ -21,7 +22,7 @@ import re
 
 from .cases import gpu_only
 from .cases.compare import show
-from .outcome import CODES, PASSED, clip
+from .outcome import CODES, PASSED, clip, not_graded
 
 MAX_QUOTED_LINES = 40                # lines of a submission's output quoted in the text report
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
@@ -51,7 +52,7 @@ def text(result, verbose: bool = False, timing: bool = True) -> str:
         lines += ["", f"TAMPERING: {', '.join(result.tampered)} changed while this submission ran "
                       "unsandboxed, so its verdict cannot be trusted"]
     if result.load is not None:
-        lines += _failure(f"The submission could not be graded: {result.load.verdict}", result.load)
+        lines += _failure(f"{not_graded(result.load).capitalize()}: {result.load.verdict}", result.load)
     else:
         for c in result.cases:
             if verbose or c.verdict != PASSED or len(result.cases) <= 40:
@@ -95,7 +96,7 @@ def summary(result, timing: bool = True) -> str:
     verdict = result.verdict
     head = f"{result.passed}/{result.total} passed: {verdict.upper()}"
     if result.load is not None:
-        return f"{head} (the submission could not be graded)"
+        return f"{head} ({not_graded(result.load)})"
     failure = result.first_failure
     where = f" on {failure.name}" if failure else ""
     if timing:

@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .outcome import NOT_IMPLEMENTED, PASSED, SKIPPED, TAMPERING, VERDICTS
+from .outcome import JUDGE_ERROR, NOT_IMPLEMENTED, PASSED, SKIPPED, TAMPERING, VERDICTS
 from .registry import PRACTICE_DIR
 
 UNKNOWN = "unknown"
@@ -41,7 +41,7 @@ def read() -> dict:
 def valid(entry) -> bool:
     """The fields and types of the schema, a verdict the judge records, counts that agree with it."""
     return (isinstance(entry, dict) and all(type(entry.get(k)) is t for k, t in _FIELDS.items())
-            and entry["verdict"] in VERDICTS and entry["verdict"] not in (TAMPERING, SKIPPED)
+            and entry["verdict"] in VERDICTS and entry["verdict"] not in (TAMPERING, SKIPPED, JUDGE_ERROR)
             and 0 <= entry["passed"] <= entry["total"]
             and (entry["verdict"] == PASSED) == (entry["passed"] == entry["total"] > 0))
 
@@ -56,7 +56,7 @@ def record(result, source: str = "file") -> None:
     """Remember the verdict of `result` (a grading.Result); never fails the grading (a read-only checkout
     keeps nothing). A notebook run records only what the learner wrote there (not an empty stub) and never
     replaces a stored pass with a worse verdict."""
-    if result.tampered:
+    if result.tampered or result.verdict == JUDGE_ERROR:      # nothing the learner did
         return
     with contextlib.suppress(OSError), _locked():
         data = {k: v for k, v in read().items() if valid(v)}

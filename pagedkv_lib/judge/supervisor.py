@@ -15,7 +15,8 @@ torch, the cases) is the machine's time, not the submission's: a wall-clock limi
 One rule for a child that does not finish: a limit passed, a time limit (still starting: a busy machine,
 not the submission's time); a MemoryError (in its case's record) or a SIGKILL the judge did not send, a
 memory limit; its CPU seconds ran out (RLIMIT_CPU, the kernel's cap over everything), a time limit; any
-other signal or early exit, a runtime error.
+other signal or early exit, a runtime error. A child that ends while still starting (before "ready", so
+before the submission was imported; what it sent is read first) is the judge's own failure: a judge error.
 
 The parent reads a bounded amount from each channel at a time (DRAIN_BYTES) and in all (the output limit,
 protocol.MAX_RESULT_BYTES), so what the child sends cannot hold it past a limit or fill its memory.
@@ -24,7 +25,6 @@ from __future__ import annotations
 
 import functools
 import os
-import pickle
 import signal
 import subprocess
 import sys
@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass, field
 
 from . import isolation, registry
-from .outcome import MEMORY_HINT, MEMORY_LIMIT, RUNTIME_ERROR, SKIPPED, TIME_LIMIT, Outcome
+from .outcome import MEMORY_HINT, MEMORY_LIMIT, RUNTIME_ERROR, SKIPPED, TIME_LIMIT, Outcome, judge_error
 from .protocol import (
     MAX_RESULT_BYTES,
     CaseDone,
@@ -45,6 +45,7 @@ from .protocol import (
     Ready,
     Refused,
     clip,
+    send_cases,
 )
 
 REFUSED_HINT = ("a graded function computes its answer and returns it: it may not write files outside its "
@@ -175,8 +176,9 @@ class Supervisor:
                   self.scratch or isolation.SCRATCH, limits.memory_limit_mb, cpu_s, limits.guards)
         res_r, res_w = os.pipe()
         out_r, out_w = os.pipe()
+        self.send_failed: list = []                  # why the cases did not reach a sandboxed child, if so
         if mode == isolation.BWRAP:
-            self.proc = _exec_in_sandbox(job, res_w, out_w, cases)
+            self.proc = _exec_in_sandbox(job, res_w, out_w, cases, self.send_failed)
             self.pid = self.proc.pid
         else:
             self.proc = None
@@ -362,9 +364,9 @@ class Supervisor:
     def _late(self) -> Outcome:
         lim = self.limits
         if self.phase == "starting":
-            return Outcome(RUNTIME_ERROR, f"the grading process did not start within {lim.startup_limit_s:g} "
-                           "s (is the machine overloaded?); this is not the submission's time",
-                           "grade it again when the machine is less busy")
+            return judge_error(f"the grading process did not start within {lim.startup_limit_s:g} s (is the "
+                               "machine overloaded? grade it again when it is less busy)", self.mode,
+                               self.send_failed)
         limit_s = getattr(lim, _LIMIT_S[self.phase])
         if self.cpu_s - self.cpu_mark > limit_s:
             return Outcome(TIME_LIMIT, _LATE[self.phase].format(**vars(lim)), TOO_MUCH)
@@ -424,6 +426,10 @@ class Supervisor:
         sig, code = self.ended
         if self.mode == isolation.BWRAP and code is not None and code > 128:    # bwrap passes a signal on
             sig, code = code - 128, None
+        if self.phase == "starting":                  # before the submission was imported
+            how = f"signal {sig}" if sig is not None else f"exit code {code}"
+            return judge_error(f"the grading process ended ({how}) before it was ready", self.mode,
+                               self.send_failed)
         if sig == signal.SIGKILL:
             return Outcome(MEMORY_LIMIT, "killed by the system (out of memory?)", MEMORY_HINT)
         if sig == signal.SIGXCPU:
@@ -469,11 +475,11 @@ class Supervisor:
             self.scratch = None
 
 
-def _exec_in_sandbox(job: Job, res_w: int, out_w: int, cases) -> subprocess.Popen:
+def _exec_in_sandbox(job: Job, res_w: int, out_w: int, cases, failed: list) -> subprocess.Popen:
     """`python -m pagedkv_lib.judge.child JOB RESULT_FD CASES_FD UID` inside bwrap (isolation.mounts: a file
     tree without the answer), in a session of its own (its process group). Its cases come from here, through
     CASES_FD, pickled by a thread (`_send_cases`) while the child imports torch: building them may need the
-    library's answer, which the sandbox does not hold."""
+    library's answer, which the sandbox does not hold. Why they could not be sent goes into `failed`."""
     argv, fds = isolation.bwrap_argv(isolation.mounts(job.exercise_id, job.path, job.device), job.device)
     cases_r, cases_w = os.pipe()
     argv += [sys.executable, "-m", "pagedkv_lib.judge.child", job.to_json(), str(res_w), str(cases_r),
@@ -488,19 +494,23 @@ def _exec_in_sandbox(job: Job, res_w: int, out_w: int, cases) -> subprocess.Pope
     finally:
         for fd in (cases_r, *fds):
             os.close(fd)
-    threading.Thread(target=_send_cases, args=(cases_w, job, cases), daemon=True).start()
+    threading.Thread(target=_send_cases, args=(cases_w, job, cases, failed), daemon=True).start()
     return proc
 
 
-def _send_cases(fd: int, job: Job, cases) -> None:
-    """Pickle the cases (built here if not given) into the pipe `fd`; a child that is gone ends it."""
+def _send_cases(fd: int, job: Job, cases, failed: list) -> None:
+    """Pickle the cases (built here if not given) into the pipe `fd`; a child that is gone ends it. A failure
+    of the judge's own (building or pickling them) goes into `failed`: the child, at the pipe's end, ends
+    before it is ready."""
     try:
         with open(fd, "wb") as pipe:
             if cases is None:
                 cases = registry.get(job.exercise_id).cases().build(job.seed, job.device)
-            pickle.dump(cases, pipe)
+            send_cases(cases, pipe)
     except OSError:
         pass
+    except Exception as err:
+        failed.append(clip(f"sending the cases: {type(err).__name__}: {err}"))
 
 
 def _fork(job: Job, cases, namespace, res_w: int, out_w: int) -> int:

@@ -1,5 +1,6 @@
-"""The judge on exercises 121-129: the solutions pass at other seeds and in the sandbox, the stubs keep the
-solutions' signatures and docstrings, and the committed stubs are up to date (planted bugs:
+"""The judge on its exercises: every exercise graded as the command line grades it (solution, stub, two
+plants; in the sandbox and in a fork; two seeds), 121-129's solutions at other seeds, the stubs keep the
+solutions' signatures and docstrings, and the committed stubs are up to date (every planted bug:
 test_judge_plants.py).
 """
 from __future__ import annotations
@@ -7,6 +8,8 @@ from __future__ import annotations
 import ast
 
 import pytest
+from plants import BUGS, plant_file
+from test_judge_plants import check_plants, skip_on_an_old_interpreter
 
 from pagedkv_lib.judge import isolation
 from pagedkv_lib.judge.grading import grade
@@ -25,18 +28,32 @@ def test_12x_every_solution_passes_other_random_cases(seed):
         assert result.ok, (exercise_id, seed, result.first_failure)
 
 
+def users_path_files(exercise_id: int, folder) -> list:
+    """The solution, its stub (generated afresh) and the first two of its plants that every Triton rejects."""
+    ex = get(exercise_id)
+    stub = folder / ex.filename
+    stub.write_text(make_stub(ex.solution_path.read_text(), exercise_id))
+    names = [n for n, p in BUGS[exercise_id].items() if not (p.interpreter_only or p.counts_dots)][:2]
+    return [ex.solution_path, stub, *(plant_file(exercise_id, n, folder) for n in names)], names
+
+
 @pytest.mark.slow
-def test_12x_every_solution_passes_in_the_sandbox_the_cli_uses(tmp_path):
-    """The planted bugs run in forked children (fast); the same answers come back from the sandbox."""
-    if isolation.bwrap_path() is None:
-        pytest.skip("bwrap is missing or cannot sandbox here (.ci/run installs Debian's bubblewrap)")
-    for exercise_id in IDS:
-        ex = get(exercise_id)
-        stub = tmp_path / ex.filename
-        stub.write_text(make_stub(ex.solution_path.read_text(), exercise_id))
-        solution, practice = grade(exercise_id, [ex.solution_path, stub], jobs=2, isolation="bwrap")
-        assert solution.ok and solution.isolation.startswith("bwrap"), (exercise_id, solution.first_failure)
-        assert practice.verdict == NOT_IMPLEMENTED
+@pytest.mark.parametrize("exercise_id", ALL_IDS)
+def test_every_exercise_grades_as_the_cli_grades_it_in_the_sandbox_and_in_a_fork(exercise_id, tmp_path):
+    """Every exercise, on the users' path: its solution passes, its stub is "not implemented" and two of its
+    plants get their verdict and hint, at seed 0 and at seed 1, in the isolation the command line picks
+    (bwrap where this machine can sandbox, as in CI) and in a fork. The plants of test_judge_plants.py run in
+    forks only; this is what catches cases that do not survive the trip into the sandbox."""
+    files, names = users_path_files(exercise_id, tmp_path)
+    for mode in dict.fromkeys([isolation.choose(None), isolation.FORK]):
+        for seed in (0, 1):
+            solution, practice, *plants = grade(exercise_id, files, seed=seed, jobs=2, isolation=mode)
+            where = f"{exercise_id} in {mode} at seed {seed}"
+            skip_on_an_old_interpreter(solution)
+            assert solution.ok, (where, solution.load or solution.first_failure)
+            assert solution.isolation.startswith(mode), (where, solution.isolation)
+            assert practice.verdict == NOT_IMPLEMENTED, (where, practice.load or practice.first_failure)
+            check_plants(exercise_id, plants, seed, names)
 
 
 def test_committed_stubs_are_generated_from_the_solutions():

@@ -5,8 +5,8 @@ line of the solution (hint_leaks.py).
 
 Stubs are generated afresh from the solutions into a temporary folder, so what a learner wrote in practice/
 does not change what these tests mean. The submissions run in forked children (fast); the sandbox that the
-command line uses is tested on the solutions in test_judge_exercises.py and on hostile code in
-test_judge_isolation.py.
+command line uses is tested on every exercise's solution, stub and two plants in test_judge_exercises.py,
+and on hostile code in test_judge_isolation.py.
 """
 from __future__ import annotations
 
@@ -62,11 +62,12 @@ def dots_counted_here() -> bool:
         return dots is not None
 
 
-def check_plants(exercise_id: int, results, seed: int) -> None:
-    """Each plant: not passed, its verdict, caught first by a fixed case, its hint words in the report, and
-    no other plant's words (of another cause) in its hint."""
+def check_plants(exercise_id: int, results, seed: int, names=None) -> None:
+    """Each plant (those `names`, or all): not passed, its verdict, caught first by a fixed case, its hint
+    words in the report, and no other plant's words (of another cause) in its hint."""
     plants = BUGS[exercise_id]
-    for (name, plant), result in zip(plants.items(), results, strict=True):
+    graded = [(name, plants[name]) for name in (names or plants)]
+    for (name, plant), result in zip(graded, results, strict=True):
         failure = result.first_failure
         where = f"{exercise_id}/{name} at seed {seed}"
         if plant.interpreter_only and not rejected_here():

@@ -2,6 +2,7 @@
 can claim more than it is (a pass, a skip, tampering)."""
 from __future__ import annotations
 
+import io
 import json
 import math
 
@@ -19,6 +20,8 @@ from pagedkv_lib.judge.protocol import (
     Refused,
     decode,
     encode,
+    receive_cases,
+    send_cases,
 )
 
 OBSERVATION = {
@@ -58,7 +61,7 @@ def test_lines_split_anywhere_still_make_whole_messages():
 
 
 def test_a_child_cannot_claim_a_pass_or_a_verdict_the_judge_does_not_know():
-    for claimed in (PASSED, "tampering", "skipped", "excellent", None):
+    for claimed in (PASSED, "tampering", "skipped", "judge error", "excellent", None):
         line = json.dumps({"type": "case", "index": 0, "time_s": 0.0, "observation": None,
                            "error": {"verdict": claimed}, "fresh_child": False})
         assert decode(line.encode()).error.verdict == RUNTIME_ERROR
@@ -122,3 +125,27 @@ def test_a_case_that_asks_for_a_fresh_child_says_so_in_a_field_of_its_own():
     asked = decode(encode(CaseDone(4, 0.25, {"wild_writes": []}, None, True)))
     assert asked.fresh_child is True and asked.observation == {"wild_writes": []}
     assert decode(encode(CaseDone(4, 0.25, {"wild_writes": ["out[-1]"]}))).fresh_child is False
+
+
+CASE_DTYPES = [torch.float8_e4m3fn, torch.float8_e5m2, torch.bfloat16, torch.float16, torch.float32,
+               torch.float64, torch.int32, torch.int64, torch.bool, torch.uint8]     # docs/conventions.md's
+
+
+@pytest.mark.parametrize("dtype", CASE_DTYPES, ids=str)
+def test_cases_of_every_dtype_reach_the_child_bit_for_bit_with_their_shape_and_strides(dtype):
+    from pagedkv_lib.judge.cases import Case
+
+    g = torch.Generator().manual_seed(0)
+    bits = torch.randint(0, 256, (4, 6, 2), generator=g, dtype=torch.uint8)     # NaN encodings included
+    whole = bits.view(dtype) if dtype.itemsize == 1 else torch.randn(4, 6, 2, generator=g).to(dtype)
+    strided = whole[:, 1::2].transpose(0, 1)                                     # a view: strides kept
+    cases = [Case("fp", {"cache": whole, "view": strided, "pair": (whole[0], 3), "empty": whole[:0]}, ["x"])]
+    pipe = io.BytesIO()
+    send_cases(cases, pipe)
+    pipe.seek(0)
+    (got,) = receive_cases(pipe)
+    assert got.name == "fp" and got.show == ["x"]
+    for name in ("cache", "view", "empty"):
+        assert got.args[name].stride() == cases[0].args[name].stride()
+        assert same(cases[0].args[name], got.args[name])
+    assert same(cases[0].args["pair"], got.args["pair"])

@@ -2,13 +2,18 @@
 
 - The harness of every exercise: the import closure of what its child runs holds no closed module, except
   the ones served cut down, which then define and name none of the closed objects; the file tree lists no
-  solutions/, no .git, no closed module. (That every solution passes in this sandbox is
-  test_judge_exercises.py's test_12x_every_solution_passes_in_the_sandbox_the_cli_uses.)
+  solutions/, no .git, no closed module. (That every exercise grades in this sandbox as in a fork is
+  test_judge_exercises.py's test_every_exercise_grades_as_the_cli_grades_it_in_the_sandbox_and_in_a_fork.)
 - The seccomp program, run on a small classic-BPF interpreter: memfd_create and the x32 range refused.
 - The cheats of plants/cheats.py, graded in the sandbox with the in-process guard off (the OS layer alone):
   none passes, the grader's environment and files do not reach the report, every hog ends in a verdict in
   time, and nothing is left (no process, no file changed).
 - A judge killed by SIGTERM or SIGKILL mid-grading leaves no scratch directory and no process, both modes.
+- A course installed NON-editably (`pip install .`: the whole library in site-packages) shows no copy of the
+  library in the sandbox: a file that imports the oracle from site-packages does not pass.
+- The judge's own failures before the submission is imported (cases that cannot be sent or received, a
+  harness module that does not import) are a judge error, exit status 4, nothing recorded; a submission that
+  exits while it is imported is still a runtime error.
 """
 from __future__ import annotations
 
@@ -301,3 +306,118 @@ def test_the_import_walk_skips_what_only_type_checkers_read():
     found = harness.imports_in(ast.parse(source).body, "pagedkv_lib")
     assert "pagedkv_lib.core.sequence" in found
     assert not {"pagedkv_lib.engine.sampler", "pagedkv_lib.engine.llm_engine"} & found, found
+
+
+class _OnlyTheJudgeKnows:
+    """A case value whose class lives in this test module: the sandboxed child cannot unpickle it."""
+
+
+def _break_cases(monkeypatch, exercise_id: int, value) -> None:
+    module = registry.get(exercise_id).cases()
+    build = module.build
+
+    def broken(seed, device="cpu"):
+        cases = build(seed, device)
+        cases[0].args["extra"] = value
+        return cases
+
+    monkeypatch.setattr(module, "build", broken)
+
+
+def _judge_error_report(capsys, monkeypatch, tmp_path) -> str:
+    """practice/122's file graded through the command line (bwrap): exit status 4, nothing recorded."""
+    from pagedkv_lib.judge import cli
+
+    status = tmp_path / "status.json"
+    monkeypatch.setenv("PAGEDKV_JUDGE_STATUS", str(status))
+    assert cli.main(["122"]) == 4
+    assert not status.exists()
+    out = capsys.readouterr().out
+    assert "JUDGE ERROR" in out and "not of your code" in out and "bwrap" in out
+    assert "please report it with the command you ran and: python " in out and "torch 2." in out
+    assert "hint: do not" not in out and "submission" not in out.split("hint:")[1].split("\n")[0]
+    return out
+
+
+@NEEDS_BWRAP
+@pytest.mark.parametrize("value", [lambda: 0, _OnlyTheJudgeKnows()], ids=["unpicklable", "not_in_the_child"])
+def test_cases_that_do_not_reach_the_child_are_a_judge_error(value, capsys, monkeypatch, tmp_path):
+    _break_cases(monkeypatch, 122, value)
+    out = _judge_error_report(capsys, monkeypatch, tmp_path)
+    if callable(value):
+        assert "sending the cases: PicklingError" in out or "sending the cases: AttributeError" in out
+    else:
+        assert "No module named 'test_judge_sandbox'" in out
+
+
+@NEEDS_BWRAP
+def test_a_harness_module_that_does_not_import_is_a_judge_error(capsys, monkeypatch, tmp_path):
+    files = harness.harness_files
+
+    def broken(exercise_id):
+        return [(rel, src, "import pagedkv_lib.no_such_module\n" if rel.endswith("cases/ex122.py") else text)
+                for rel, src, text in files(exercise_id)]
+
+    monkeypatch.setattr(harness, "harness_files", broken)
+    assert "no_such_module" in _judge_error_report(capsys, monkeypatch, tmp_path)
+
+
+@NEEDS_BWRAP
+def test_a_submission_that_exits_while_it_is_imported_is_still_a_runtime_error(tmp_path):
+    from plants.adversarial import ADVERSARIAL
+
+    from pagedkv_lib.judge.grading import grade
+
+    files = []
+    for name in ("sys_exit_at_import", "os_exit_at_import"):
+        files.append(tmp_path / f"{name}.py")
+        files[-1].write_text(ADVERSARIAL[name][1])
+    results = grade(122, files, jobs=2, isolation="bwrap")
+    assert [r.verdict for r in results] == ["runtime error", "runtime error"]
+
+
+STEPS_AROUND_THE_HARNESS = """
+import glob, importlib.util, os, sys
+
+sys.path[:] = [p for p in sys.path if not p.startswith("/judge")]        # the harness gone from the path
+for name in [n for n in sys.modules if n.startswith("pagedkv_lib")]:
+    del sys.modules[name]
+found = [p for p in sys.path if glob.glob(os.path.join(p, "pagedkv_lib", "core", "copy_on_write.py"))]
+if found:                                                                # ... or the package, by its path
+    init = os.path.join(found[0], "pagedkv_lib", "__init__.py")
+    spec = importlib.util.spec_from_file_location("pagedkv_lib", init,
+                                                  submodule_search_locations=[os.path.dirname(init)])
+    sys.modules["pagedkv_lib"] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sys.modules["pagedkv_lib"])
+from pagedkv_lib.core.block_pool import BlockPool
+from pagedkv_lib.core.copy_on_write import append_slot
+"""
+
+
+@pytest.mark.slow
+@NEEDS_BWRAP
+def test_a_course_installed_non_editably_shows_no_library_in_the_sandbox(tmp_path):
+    """`pip install --no-deps --no-build-isolation .` from a copy of the course into a scratch venv (a .pth
+    gives it this venv's packages: torch, setuptools, pip); the copy's judge, run with that venv's python,
+    grades a file that imports BlockPool and append_slot from site-packages: it must not pass."""
+    repo = make_scratch_repo(tmp_path / "repo")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    torch_site = next(p for p in sys.path if os.path.isdir(os.path.join(p, "torch")))
+    Path(site, "course_deps.pth").write_text(torch_site + "\n")
+    done = subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "."],
+                          cwd=repo, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert Path(site, "pagedkv_lib", "core", "block_pool.py").is_file()
+    cheat = repo / "cheat.py"
+    cheat.write_text(STEPS_AROUND_THE_HARNESS)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PAGEDKV_JUDGE_STATUS")}
+    run = subprocess.run([python, "practice/judge.py", "127", "cheat.py", "--json"], cwd=repo, env=env,
+                         capture_output=True, text=True, timeout=300)
+    result = json.loads(run.stdout)
+    assert result["isolation"].startswith("bwrap"), result["isolation"]
+    assert result["verdict"] == "runtime error", result["load_error"] or result["cases"][0]
+    assert "No module named 'pagedkv_lib" in json.dumps(result["load_error"]), result["load_error"]

@@ -2,13 +2,12 @@
 `gather_kv_dequant` (compared at atol 0, rtol torch.finfo(dtype).eps).
 
 Caches start as random bytes, NaN encodings (0x7F, 0xFF) included, so that a byte written by mistake or a
-garbage row read by mistake shows; they travel in the case as uint8 (torch cannot unpickle a float8 tensor,
-and the sandboxed child receives its cases pickled), and `run` views them as float8_e4m3fn. Keys and values
-are drawn so that x / scale spans e4m3's whole range: subnormals, the top binade, past +-448 (saturation),
-and the rounding boundaries where x * (1 / scale) lands on the neighbouring byte. On a failure the check
-recomputes the usual wrong variants (multiply instead of divide, by the reciprocal, the scale twice or not
-at all, divided in bf16, saturated at 240 or before dividing, -1 followed, K and V swapped) in plain torch
-and names the one the submission matches.
+garbage row read by mistake shows; they are drawn as uint8, which `run` views as float8_e4m3fn. Keys and
+values are drawn so that x / scale spans e4m3's whole range: subnormals, the top binade, past +-448
+(saturation), and the rounding boundaries where x * (1 / scale) lands on the neighbouring byte. On a failure
+the check recomputes the usual wrong variants (multiply instead of divide, by the reciprocal, the scale twice
+or not at all, divided in bf16, saturated at 240 or before dividing, -1 followed, K and V swapped) in plain
+torch and names the one the submission matches.
 
 Clauses of the contract -> the fixed case that holds each:
     store: x / scale, saturated at +-448 after it      store/saturation_at_448_times_scale
