@@ -49,6 +49,7 @@ from .kernel_harness import (
     attention_kernel_hint,
     bench_submission,
     call,
+    every_element,
     fingerprint,
     guard_attention_inputs,
     loaded,
@@ -176,8 +177,7 @@ def check(case: Case, expected: dict, got: dict) -> Outcome:
 
     outcome = check_attention(case, expected, got)
     if outcome.passed:
-        every_element = torch.ones(expected["out"].shape, dtype=torch.bool)   # [B, H, D]: all the kernel's
-        return written_outside_the_kernel(got, {"out": every_element}) or outcome
+        return written_outside_the_kernel(got, every_element("out", expected["out"])) or outcome
     if outcome.hint:
         outcome.hint = attention_kernel_hint(case.args, expected["out"], got["out"], outcome.hint,
                                              GARBAGE_IN_A_KERNEL)

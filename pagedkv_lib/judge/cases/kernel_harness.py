@@ -311,6 +311,11 @@ def stored_elements(stores, t) -> torch.Tensor | None:
     return elements.as_strided(t.shape, t.stride(), t.storage_offset()).clone()
 
 
+def every_element(name: str, expected: torch.Tensor) -> dict:
+    """`written_outside_the_kernel`'s `wanted` for an output the kernel defines whole: all of it."""
+    return {name: torch.ones(expected.shape, dtype=torch.bool)}
+
+
 def written_outside_the_kernel(got: dict, wanted: dict) -> Outcome | None:
     """In the parent: a wrong answer naming the first element that the case expects a kernel to write
     (`wanted`: output name -> bool mask of its shape, derived from the case) and that no launched kernel
