@@ -53,6 +53,24 @@ def test_the_recording_proxy_records_the_masked_lanes_and_still_stores():
     assert stored_elements(record, out).tolist() == [True, False, True, False]
 
 
+class Native:
+    """A stand-in for the interpreter's native module: it stores nothing."""
+
+    @staticmethod
+    def store(ptrs, values, mask):
+        return None
+
+
+def test_a_mask_of_ints_picks_the_lanes_it_lets_through():
+    """Triton 3.0's interpreter hands the store `(offs < ROW) & (slot >= 0)` as int64 0/1: lanes 0 and 2,
+    not the elements at indices 1 and 0."""
+    out, record = torch.zeros(4), []
+    ptrs = np.array([out[i].data_ptr() for i in range(4)], dtype=np.uint64)
+    proxy = kernel_harness._RecordingInterpreter(Native, record)
+    proxy.store(ptrs, np.zeros(4, dtype=np.float32), np.array([1, 0, 1, 0], dtype=np.int64))
+    assert stored_elements(record, out).tolist() == [True, False, True, False]
+
+
 def test_written_outside_the_kernel_names_the_first_element_no_kernel_stored():
     want = torch.ones(2, 3, dtype=torch.bool)
     mask = want.clone()

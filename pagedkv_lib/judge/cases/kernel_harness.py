@@ -266,16 +266,22 @@ class _RecordingInterpreter:
         return getattr(self._native, name)
 
     def store(self, ptrs, values, mask, *rest):
-        self._record.append((ptrs[np.broadcast_to(mask, ptrs.shape)], values.dtype.itemsize))
+        self._keep(ptrs, values, mask)
         return self._native.store(ptrs, values, mask, *rest)
 
     def atomic_rmw(self, op, ptrs, values, mask, *rest):
-        self._record.append((ptrs[np.broadcast_to(mask, ptrs.shape)], values.dtype.itemsize))
+        self._keep(ptrs, values, mask)
         return self._native.atomic_rmw(op, ptrs, values, mask, *rest)
 
     def atomic_cas(self, ptrs, compare, values, *rest):
-        self._record.append((ptrs.reshape(-1), values.dtype.itemsize))
+        self._keep(ptrs, values, True)
         return self._native.atomic_cas(ptrs, compare, values, *rest)
+
+    def _keep(self, ptrs, values, mask) -> None:
+        """Record the addresses of the lanes the mask lets through: a mask may come as int64 0/1 (triton
+        3.0's `(offs < ROW) & (slot >= 0)`), which as an index would pick lanes 0 and 1."""
+        lanes = np.broadcast_to(np.asarray(mask).astype(bool), ptrs.shape)     # ptrs' shape
+        self._record.append((ptrs[lanes], values.dtype.itemsize))
 
 
 @contextlib.contextmanager
