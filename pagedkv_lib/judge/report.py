@@ -20,7 +20,7 @@ import io
 import math
 import re
 
-from .cases import gpu_only
+from .cases import checked_elsewhere
 from .cases.compare import show
 from .outcome import CODES, PASSED, clip, not_graded
 
@@ -45,7 +45,7 @@ def text(result, verbose: bool = False, timing: bool = True) -> str:
     """The report of one graded file; `timing=False` leaves out times (stable notebook output)."""
     lines = [f"Exercise {result.exercise_id}: {result.title}",
              f"  graded: {escaped(result.label)}   seed {result.seed}   device {result.device}",
-             *(f"  checked only with --device cuda: {clause}" for clause in gpu_only(result))]
+             *(f"  {line}" for line in checked_elsewhere(result))]
     if timing:                                   # notebooks leave it out: it differs between machines
         lines.append(f"  isolation: {result.isolation}")
     if result.tampered:

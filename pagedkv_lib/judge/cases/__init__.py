@@ -90,10 +90,18 @@ def tensor_text(name: str, t, note: str = "") -> str:
     return f"{name}: shape {list(t.shape)} {dtype}{small}{note}"
 
 
-def gpu_only(result) -> tuple:
-    """The clauses that only the "cuda" cases of a graded exercise check (its case module's GPU_ONLY), for
-    the report of a run on another device; () on the GPU."""
+ELSEWHERE = {  # the device graded -> (the case module's clauses that only the other device checks, in words)
+    "cpu": ("GPU_ONLY", "checked only with --device cuda"),
+    "cuda": ("CPU_ONLY", "checked only with --device cpu (in Triton's interpreter)"),
+}
+
+
+def checked_elsewhere(result) -> list:
+    """The report's lines for the clauses of a graded exercise that only the other device's cases check: its
+    case module's GPU_ONLY on the CPU (a case too big for it), CPU_ONLY on a GPU (what only the interpreter
+    can see)."""
     import importlib
 
     module = importlib.import_module(f"pagedkv_lib.judge.cases.ex{result.exercise_id}")
-    return () if result.device == "cuda" else tuple(getattr(module, "GPU_ONLY", ()))
+    attribute, words = ELSEWHERE.get(result.device, ("", ""))
+    return [f"{words}: {clause}" for clause in getattr(module, attribute, ())]

@@ -5,6 +5,8 @@ Clauses of the contract -> the fixed case that holds each (exercise 124's list, 
     rows key.stride(0) apart (a fused qkv view)       qkv_slices_not_contiguous
     value's stride its own, not key's                 value_strided_key_contiguous
     not one element past a row (mask ROW < BLOCK)     odd_heads_and_dim, row_of_15_ends_the_cache (guard)
+    the rows stored by the kernel, not by PyTorch     every case on the CPU (kernel_harness.recording_stores:
+                                                      every element of the slots' rows; CPU_ONLY)
     the caches written in place                       notebook_prefill_a_and_b
     the work done by a Triton kernel launched here    every case (kernel_harness.call counts the launches)
     int64 offsets (a slot past 2**31 / ROW)           cuda/slots_past_2_31_elements, on a GPU only
@@ -25,6 +27,7 @@ from pagedkv_lib.judge.cases.compare import diff, show
 from pagedkv_lib.judge.outcome import Outcome, wrong
 
 from . import Case, ex124, fresh, observe
+from .kernel_harness import CPU_ONLY as CPU_ONLY  # the clause only the CPU cases check (the report reads it)
 from .kernel_harness import bench_report as _bench_report
 from .kernel_harness import (
     bench_submission,
@@ -33,9 +36,11 @@ from .kernel_harness import (
     guarded,
     loaded,
     not_launched,
+    stored_elements,
     to_device,
     where,
     wild_writes,
+    written_outside_the_kernel,
     wrote_outside,
 )
 
@@ -104,7 +109,7 @@ def _run_huge(ns, a: dict, device: str, oracle) -> dict:
         cache.view(-1, row)[near] = float("nan")
     key, value = ex124.split_qkv(dict(a, qkv=a["qkv"].to(device)))
     try:
-        _, launches, _ = call(ns, NAME, oracle, key, value, k_cache, v_cache, slots)
+        _, launches, _, _ = call(ns, NAME, oracle, key, value, k_cache, v_cache, slots)
         if device == "cuda":
             torch.cuda.synchronize()      # a bad address surfaces at the next sync: here, not in observe()
     except Exception as exc:              # RuntimeError, or torch >= 2.8's AcceleratorError
@@ -157,10 +162,12 @@ def run(ns, case: Case) -> dict:
     d = dict(a, qkv=a["qkv"].to(device))
     key, value = ex124.split_qkv(d)                                  # [T, H_kv, D], views if strided
     slots = a["slot_mapping"].to(device)
-    _, launches, _ = call(ns, NAME, oracle, key, value, k_cache, v_cache, slots)
+    _, launches, _, stores = call(ns, NAME, oracle, key, value, k_cache, v_cache, slots)
     wild = wild_writes("k_cache", k_cache) + wild_writes("v_cache", v_cache)
+    stored = {"k_cache": stored_elements(stores, k_cache), "v_cache": stored_elements(stores, v_cache)}
     return {"caches": observe([k_cache, v_cache]), "wild_writes": wild,
-            "inputs": [fingerprint(d["qkv"]), fingerprint(slots)], "launches": launches}
+            "inputs": [fingerprint(d["qkv"]), fingerprint(slots)], "launches": launches,
+            "stored": None if stores is None else stored}
 
 
 def check(case: Case, expected: dict, got: dict) -> Outcome:
@@ -173,7 +180,9 @@ def check(case: Case, expected: dict, got: dict) -> Outcome:
     if outside_caches is not None:
         return outside_caches
     outcome = ex124.check(case, expected, got)
-    if outcome.passed or not outcome.message.startswith(("k_cache[", "v_cache[")):
+    if outcome.passed:
+        return written_outside_the_kernel(got, _slot_rows(case)) or outcome
+    if not outcome.message.startswith(("k_cache[", "v_cache[")):
         return outcome
     a, which = case.args, outcome.message.startswith("v_cache")
     S, H_kv, D = a["k_cache"].shape[1:]
@@ -193,6 +202,16 @@ def check(case: Case, expected: dict, got: dict) -> Outcome:
                             f"{name}.stride(0) = t * {a['qkv'].shape[1]}, not t * ROW = t * {row}"
                             + (" (key's stride differs here)" if a["strided"] == "value" else ""))
     return outcome
+
+
+def _slot_rows(case: Case) -> dict:
+    """The elements the kernel must write: in each cache, every element of the rows of the slots that are not
+    -1 (name -> bool mask of the cache's shape)."""
+    cache = case.args["k_cache"]                                     # [N, S, H_kv, D]
+    slots = case.args["slot_mapping"].long()                         # [T]
+    rows = torch.zeros(cache.shape[0] * cache.shape[1], cache.shape[2] * cache.shape[3], dtype=torch.bool)
+    rows[slots[slots >= 0]] = True                                   # [N * S, ROW]
+    return {"k_cache": rows.view(cache.shape), "v_cache": rows.view(cache.shape)}
 
 
 def _store_mask_hint(case: Case, got) -> str:

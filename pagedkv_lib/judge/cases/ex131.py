@@ -25,6 +25,8 @@ Clauses of the contract -> the fixed case that holds each (exercise 125's list, 
     G not a power of two, D not a power of two       odd_group_and_head_dim
     the output has q's dtype                         fp16, bf16, many_tiles_fp16
     stores masked: nothing written past out          odd_group_and_head_dim (out made in guard memory)
+    every element of out stored by the kernel        every case on the CPU (kernel_harness.recording_stores;
+                                                     CPU_ONLY)
     G = 4 (a GPU needs tl.dot's M >= 16 up to        cuda/bf16_gqa4_4096
     triton 3.4, only its K from 3.5)
 Shapes: docs/conventions.md.
@@ -42,18 +44,22 @@ from pagedkv_lib.judge.outcome import Outcome
 
 from . import Case, ex125, fresh, observe
 from .attention_cases import GARBAGE, make_case
+from .kernel_harness import CPU_ONLY as CPU_ONLY  # the clause only the CPU cases check (the report reads it)
 from .kernel_harness import (
     attention_kernel_hint,
     bench_submission,
     call,
+    every_element,
     fingerprint,
     guard_attention_inputs,
     loaded,
     not_launched,
     random_attention_options,
+    stored_elements,
     to_device,
     where,
     wild_writes,
+    written_outside_the_kernel,
     wrote_outside,
 )
 from .kernel_harness import bench_report as _bench_report
@@ -116,11 +122,13 @@ def run(ns, case: Case) -> dict:
     q, lens = a["q"].to(device), a["seq_lens"].to(device)
     k_cache, v_cache, tables = (to_device(a[k], device) for k in ("k_cache", "v_cache", "block_tables"))
     with guarded_allocations():
-        out, launches, _ = call(ns, NAME, oracle, q, k_cache, v_cache, tables, lens, a["scale"])
+        out, launches, _, stores = call(ns, NAME, oracle, q, k_cache, v_cache, tables, lens, a["scale"])
     inputs = [fingerprint(t) for t in (q, k_cache, v_cache, tables, lens)]   # read-only: unchanged?
     guarded_out = isinstance(out, torch.Tensor) and out.is_contiguous() and out.is_floating_point()
     wild = wild_writes("out", out) if guarded_out and ns[NAME] is not oracle else []
-    return {"out": observe(out), "inputs": inputs, "wild_writes": wild, "launches": launches}
+    stored = None if stores is None else {"out": stored_elements(stores, out)}
+    return {"out": observe(out), "inputs": inputs, "wild_writes": wild, "launches": launches,
+            "stored": stored}
 
 
 OUT_GUARD = 4096    # NaN elements before and after a tensor the launcher makes: more than a tile overruns
@@ -155,7 +163,8 @@ def guarded_allocations():
 
 def check(case: Case, expected: dict, got: dict) -> Outcome:
     """Exercise 125's check, with the kernel's side of its hints: masked loads, the table's stride, the online
-    softmax; first, the kernel's launch and the guard memory around the output."""
+    softmax; first, the kernel's launch and the guard memory around the output; last, on the CPU, that the
+    kernel stored every element of out."""
     no_kernel = not_launched(got)
     if no_kernel is not None:
         return no_kernel
@@ -167,7 +176,9 @@ def check(case: Case, expected: dict, got: dict) -> Outcome:
     from .attention_checks import check_attention  # the judge's only (the answer is in it)
 
     outcome = check_attention(case, expected, got)
-    if not outcome.passed and outcome.hint:
+    if outcome.passed:
+        return written_outside_the_kernel(got, every_element("out", expected["out"])) or outcome
+    if outcome.hint:
         outcome.hint = attention_kernel_hint(case.args, expected["out"], got["out"], outcome.hint,
                                              GARBAGE_IN_A_KERNEL)
     return outcome

@@ -25,6 +25,8 @@ Clauses of the contract -> the fixed case that first catches its plant (exercise
     p . v on fp32 operands                           p_v_cancels (V = +-20000: the answer near 0); on
                                                      the CPU bf16 (tl.dot on raw bits in the interpreter)
     out written in place and returned                every case (out between NaN guard rows)
+    every element of out stored by the kernel        every case on the CPU (kernel_harness.recording_stores;
+                                                     CPU_ONLY)
 Shapes: docs/conventions.md.
 """
 from __future__ import annotations
@@ -40,19 +42,23 @@ from pagedkv_lib.testing.sdpa_reference import sdpa_contiguous
 
 from . import Case, ex126, fresh, observe
 from .attention_cases import make_case
+from .kernel_harness import CPU_ONLY as CPU_ONLY  # the clause only the CPU cases check (the report reads it)
 from .kernel_harness import (
     attention_kernel_hint,
     bench_submission,
     call,
+    every_element,
     fingerprint,
     guard_attention_inputs,
     loaded,
     not_launched,
     random_attention_options,
+    stored_elements,
     time_us,
     to_device,
     where,
     wild_writes,
+    written_outside_the_kernel,
     wrote_outside,
 )
 
@@ -130,17 +136,20 @@ def run(ns, case: Case) -> dict:
     out = to_device(out_buffer(a["q"]), device)
     if ns[NAME] is oracle:                                          # the reference returns a new tensor
         returned, launches = out.copy_(oracle(q, k_cache, v_cache, tables, lens, cu, a["scale"])), None
+        stored = None
     else:
-        returned, launches, _ = call(ns, NAME, oracle, q, k_cache, v_cache, tables, lens, cu, a["scale"],
-                                     out)
+        returned, launches, _, stores = call(ns, NAME, oracle, q, k_cache, v_cache, tables, lens, cu,
+                                             a["scale"], out)
+        stored = {"out": stored_elements(stores, out)}
     inputs = [fingerprint(t) for t in (q, k_cache, v_cache, tables, lens, cu)]   # read-only: unchanged?
     return {"out": observe(out), "returned_out": returned is out, "wild_writes": wild_writes("out", out),
-            "inputs": inputs, "launches": launches}
+            "inputs": inputs, "launches": launches, "stored": stored}
 
 
 def check(case: Case, expected: dict, got: dict) -> Outcome:
     """Exercise 126's check, after the kernel's launch, the guard rows around out and the returned buffer;
-    with the kernel's side of its hints (kernel_harness.attention_kernel_hint)."""
+    with the kernel's side of its hints (kernel_harness.attention_kernel_hint); last, on the CPU, that the
+    kernel stored every element of out."""
     no_kernel = not_launched(got)
     if no_kernel is not None:
         return no_kernel
@@ -154,7 +163,9 @@ def check(case: Case, expected: dict, got: dict) -> Outcome:
     from .attention_checks import check_attention  # the judge's only (the answer is in it)
 
     outcome = check_attention(case, expected, got)
-    if not outcome.passed and outcome.hint:
+    if outcome.passed:
+        return written_outside_the_kernel(got, every_element("out", expected["out"])) or outcome
+    if outcome.hint:
         outcome.hint = attention_kernel_hint(case.args, expected["out"], got["out"], outcome.hint,
                                              GARBAGE_IN_A_KERNEL)
     return outcome

@@ -30,6 +30,8 @@ Clauses of the contract -> the fixed case that holds each:
                                                            the tl.dot it runs; on the CPU only)
                  q's and k's padding loaded as 0, not read scores/gqa_group_of_4 (the spare columns next
                                                            to q's rows and k's hold NaN: 0 x NaN is NaN)
+    every element of out stored by the kernel              every case on the CPU (kernel_harness.
+                                                           recording_stores; CPU_ONLY)
     inputs read-only                                       every case (fingerprints)
     the work done by the launcher's kernel                 every case (kernel_harness.call counts launches)
 
@@ -47,16 +49,20 @@ from pagedkv_lib.judge.cases.compare import close, show
 from pagedkv_lib.judge.outcome import Outcome, wrong
 
 from . import Case, fresh, observe
+from .kernel_harness import CPU_ONLY as CPU_ONLY  # the clause only the CPU cases check (the report reads it)
 from .kernel_harness import (
     call,
+    every_element,
     fingerprint,
     guarded,
     loaded,
     not_launched,
     raw_bf16_bits,
+    stored_elements,
     to_device,
     where,
     wild_writes,
+    written_outside_the_kernel,
     wrote_outside,
 )
 
@@ -269,9 +275,10 @@ def run(ns, case: Case) -> dict:
     a = fresh(case.args)
     inputs = [to_device(a[k], device) for k in INPUTS[puzzle]]
     out = to_device(a["out"], device)
-    _, launches, dots = call(ns, name, oracle, *inputs, out)           # under the GPU's tl.dot rule
+    _, launches, dots, stores = call(ns, name, oracle, *inputs, out)   # under the GPU's tl.dot rule
     return {"out": observe(out), "wild_writes": wild_writes("out", out),
-            "inputs": [fingerprint(t) for t in inputs], "launches": launches, "dots": dots}
+            "inputs": [fingerprint(t) for t in inputs], "launches": launches, "dots": dots,
+            "stored": None if stores is None else {"out": stored_elements(stores, out)}}
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -283,9 +290,12 @@ TOLERANCE = {  # puzzle -> (atol, rtol as a multiple of the output dtype's eps, 
 }
 
 
+OBSERVED = {"out", "wild_writes", "inputs", "launches", "dots", "stored"}   # the keys of run's observation
+
+
 def check(case: Case, expected: dict, got: dict) -> Outcome:
     puzzle = case.args["fn"]
-    if not isinstance(got, dict) or set(got) != {"out", "wild_writes", "inputs", "launches", "dots"}:
+    if not isinstance(got, dict) or set(got) != OBSERVED:
         return wrong(f"expected an observation of out, got {show(got)}")
     no_kernel = not_launched(got)
     if no_kernel is not None:
@@ -304,7 +314,9 @@ def check(case: Case, expected: dict, got: dict) -> Outcome:
     atol, rtol = TOLERANCE[puzzle]
     rtol = 1e-4 if rtol is None else rtol * (torch.finfo(e.dtype).eps if e.is_floating_point() else 0.0)
     outcome = close("out", e, g, atol, rtol)
-    if outcome.passed or not isinstance(g, torch.Tensor) or g.shape != e.shape:
+    if outcome.passed:
+        return written_outside_the_kernel(got, every_element("out", e)) or outcome
+    if not isinstance(g, torch.Tensor) or g.shape != e.shape:
         return outcome
     outcome.hint = HINTS[puzzle](case, e, g)
     return outcome

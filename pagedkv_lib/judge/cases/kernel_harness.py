@@ -17,6 +17,12 @@ counts the launches during the call (the oracle, PyTorch, launches none and is n
 turns a count of 0 into a wrong answer (`not_launched`).
 The dot rule: `call` runs the submission under triton_primer.gpu_dot_rule, so that on the CPU every Triton
 exercise refuses a tl.dot with a dimension under 16, as a GPU's compiler does (triton_primer.DOT_RULE).
+Stores: a launch is not the work, and values alone cannot tell a kernel's answer from PyTorch's. On the CPU
+`call` also records the addresses every store of the interpreter wrote (`recording_stores`); in the child
+`stored_elements` maps them onto each output (observation key "stored": name -> a bool mask of its shape),
+and the parent's check (`written_outside_the_kernel`) turns an element the case expects the kernel to write
+and no kernel stored into a wrong answer. A GPU's stores cannot be traced: there the clause is not checked
+(CPU_ONLY, which the report of a --device cuda run names).
 """
 from __future__ import annotations
 
@@ -25,6 +31,7 @@ import hashlib
 import os
 import sys
 
+import numpy as np
 import torch
 
 from pagedkv_lib.judge.cases.attention_cases import GARBAGE, NAN_EVERYWHERE, RECIPE, TOLERANCE
@@ -164,17 +171,18 @@ def where(ns: dict, name: str, oracle, device: str) -> str:
 # launches
 
 def call(ns: dict, name: str, oracle, *args) -> tuple:
-    """(ns[name](*args), the number of Triton kernels it launched, the number of tl.dot it ran), the counts
-    None for the oracle (PyTorch); the submission runs under the GPU's tl.dot rule (a no-op natively, where
-    the dots are not counted: None); the errors of older Triton interpreters that are not the submission's
-    fault are named."""
+    """(ns[name](*args), the number of Triton kernels it launched, the number of tl.dot it ran, the stores
+    the interpreter made), the counts and the stores None for the oracle (PyTorch); the submission runs under
+    the GPU's tl.dot rule (a no-op natively, where the dots are not counted: None); natively the stores are
+    an empty record (`stored_elements` maps them onto CPU tensors only); the errors of older Triton
+    interpreters that are not the submission's fault are named."""
     fn = ns[name]
     try:
         if fn is oracle:
-            return fn(*args), None, None
-        with counting_launches() as launches, gpu_dot_rule() as dots:
+            return fn(*args), None, None, None
+        with counting_launches() as launches, gpu_dot_rule() as dots, recording_stores() as stores:
             result = fn(*args)
-        return result, launches[0], None if dots is None else dots[0]
+        return result, launches[0], None if dots is None else dots[0], stores
     except Exception as exc:
         if type(exc).__name__ == "InterpreterError":                # raised inside an interpreted kernel
             for words, advice in INTERPRETER_TROUBLE.items():
@@ -231,6 +239,110 @@ def not_launched(got: dict) -> Outcome | None:
     """A wrong answer when the submission launched no Triton kernel during the case, else None."""
     if isinstance(got, dict) and got.get("launches") == 0:
         return wrong("no Triton kernel was launched", NO_KERNEL)
+    return None
+
+
+# ----------------------------------------------------------------------------------------------------------
+# stores: which elements of the outputs a kernel wrote (the interpreter only)
+
+STORES_CLAUSE = ("every element of the output stored by the launched kernel, none computed in PyTorch "
+                 "(Triton's interpreter traces each store; a GPU's stores cannot be traced)")
+CPU_ONLY = (STORES_CLAUSE,)   # clauses that only the CPU cases check (the report of a GPU run says so)
+NOT_STORED = ("compute it in the kernel and tl.store it: PyTorch around the launch may allocate the output "
+              "and launch the kernel, but the values are the kernel's to write")
+
+
+class _RecordingInterpreter:
+    """Triton's native interpreter module (`triton.runtime.interpreter._interpreter`) with every write
+    recorded: each tl.store (plain, masked, through a block pointer or a descriptor) and each atomic ends in
+    its store, atomic_rmw or atomic_cas, in triton 3.0 to 3.9. A record is (the addresses written, under the
+    mask: uint64 [k], the bytes written at each)."""
+
+    def __init__(self, native, record: list):
+        self._native = native
+        self._record = record
+
+    def __getattr__(self, name: str):
+        return getattr(self._native, name)
+
+    def store(self, ptrs, values, mask, *rest):
+        self._keep(ptrs, values, mask)
+        return self._native.store(ptrs, values, mask, *rest)
+
+    def atomic_rmw(self, op, ptrs, values, mask, *rest):
+        self._keep(ptrs, values, mask)
+        return self._native.atomic_rmw(op, ptrs, values, mask, *rest)
+
+    def atomic_cas(self, ptrs, compare, values, *rest):
+        self._keep(ptrs, values, True)
+        return self._native.atomic_cas(ptrs, compare, values, *rest)
+
+    def _keep(self, ptrs, values, mask) -> None:
+        """Record the addresses of the lanes the mask lets through: a mask may come as int64 0/1 (triton
+        3.0's `(offs < ROW) & (slot >= 0)`), which as an index would pick lanes 0 and 1."""
+        lanes = np.broadcast_to(np.asarray(mask).astype(bool), ptrs.shape)     # ptrs' shape
+        self._record.append((ptrs[lanes], values.dtype.itemsize))
+
+
+@contextlib.contextmanager
+def recording_stores():
+    """Inside: [(addresses [k] uint64, bytes each)], one record per store the interpreter made inside so far
+    (natively none: a compiled kernel's stores do not pass through it). The interpreter's native module is
+    replaced by a recording proxy while inside."""
+    from triton.runtime import interpreter
+
+    record, native = [], interpreter._interpreter
+    interpreter._interpreter = _RecordingInterpreter(native, record)
+    try:
+        yield record
+    finally:
+        interpreter._interpreter = native
+
+
+def stored_elements(stores, t) -> torch.Tensor | None:
+    """In the child, after the call: which elements of `t` the recorded `stores` wrote, every byte of them
+    (bool, t's shape); None for no record (the oracle), a tensor off the CPU (a GPU's stores are not
+    traced) or not a tensor. The addresses are mapped onto t's whole storage, then read through t's view."""
+    if stores is None or not isinstance(t, torch.Tensor) or t.device.type != "cpu":
+        return None
+    storage, size = t.untyped_storage(), t.element_size()
+    base, nbytes = storage.data_ptr(), storage.nbytes()
+    written = np.zeros(nbytes, dtype=bool)                                    # [storage bytes]
+    for addresses, width in stores:
+        offsets = addresses.astype(np.int64) - base                           # [k] bytes from the start
+        offsets = offsets[(offsets >= 0) & (offsets <= nbytes - width)]
+        for byte in range(width):
+            written[offsets + byte] = True
+    elements = torch.from_numpy(written[: nbytes - nbytes % size].reshape(-1, size).all(1))  # [elements]
+    return elements.as_strided(t.shape, t.stride(), t.storage_offset()).clone()
+
+
+def every_element(name: str, expected: torch.Tensor) -> dict:
+    """`written_outside_the_kernel`'s `wanted` for an output the kernel defines whole: all of it."""
+    return {name: torch.ones(expected.shape, dtype=torch.bool)}
+
+
+def written_outside_the_kernel(got: dict, wanted: dict) -> Outcome | None:
+    """In the parent: a wrong answer naming the first element that the case expects a kernel to write
+    (`wanted`: output name -> bool mask of its shape, derived from the case) and that no launched kernel
+    stored (got["stored"]: the same names -> masks, from `stored_elements`); None when every one was stored,
+    or when nothing was traced (natively, the oracle)."""
+    stored = got.get("stored") if isinstance(got, dict) else None
+    if stored is None:
+        return None
+    for name, want in wanted.items():
+        mask = stored.get(name) if isinstance(stored, dict) else None
+        if mask is None:
+            continue                                  # an output that is not a CPU tensor: checked elsewhere
+        if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or mask.shape != want.shape:
+            return wrong(f"the record of the kernel's stores into {name} is not a bool mask of shape "
+                         f"{list(want.shape)}: got {show(mask)}")
+        missing = want & ~mask                                                 # want's shape
+        if bool(missing.any()):
+            first = ", ".join(str(int(i)) for i in missing.nonzero()[0])
+            return wrong(f"{name}[{first}] was written outside the kernel: {int(missing.sum())} of the "
+                         f"{int(want.sum())} elements of {name} the kernel must write were not stored by any "
+                         "launched kernel", NOT_STORED)
     return None
 
 

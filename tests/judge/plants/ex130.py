@@ -51,4 +51,22 @@ PLANTS = {
         ('    store_kvcache_kernel[(T,)](',
          '    store_kvcache_kernel[(T - 1,)]('),
     ], WA, 'program(s) short'),
+    'copies_in_pytorch_after_an_empty_kernel': Plant([
+        ('    tl.store(k_cache_ptr + slot * ROW + offs, key, mask=mask)       # write ROW\n'
+         '    tl.store(v_cache_ptr + slot * ROW + offs, value, mask=mask)     # write ROW\n',
+         ''),
+        ('        ROW=row, BLOCK=triton.next_power_of_2(row),\n    )\n',
+         '        ROW=row, BLOCK=triton.next_power_of_2(row),\n    )\n'
+         '    keep = slot_mapping >= 0\n'
+         '    k_cache.view(-1, row)[slot_mapping[keep].long()] = key[keep].reshape(-1, row)\n'
+         '    v_cache.view(-1, row)[slot_mapping[keep].long()] = value[keep].reshape(-1, row)\n'),
+    ], WA, 'written outside the kernel'),
+    'v_cache_in_pytorch': Plant([
+        ('    tl.store(v_cache_ptr + slot * ROW + offs, value, mask=mask)     # write ROW\n',
+         ''),
+        ('        ROW=row, BLOCK=triton.next_power_of_2(row),\n    )\n',
+         '        ROW=row, BLOCK=triton.next_power_of_2(row),\n    )\n'
+         '    keep = slot_mapping >= 0\n'
+         '    v_cache.view(-1, row)[slot_mapping[keep].long()] = value[keep].reshape(-1, row)\n'),
+    ], WA, 'written outside the kernel'),
 }

@@ -3,6 +3,16 @@
 must get and words the hint (or message) of its first failing case must contain (see plants/__init__.py)."""
 from plants import RE, WA, Plant  # noqa: F401
 
+ATTENTION_IN_PYTORCH = (  # out[b] for b >= first computed in PyTorch after the launch
+    '    for b in range({first}, B):\n'
+    '        n = int(context_lens[b])\n'
+    '        blocks = block_tables[b, : -(-n // S)].long()\n'
+    '        k = k_cache[blocks].reshape(-1, H_kv, D)[:n].double().repeat_interleave(group, 1)\n'
+    '        v = v_cache[blocks].reshape(-1, H_kv, D)[:n].double().repeat_interleave(group, 1)\n'
+    '        p = (torch.einsum("hd,nhd->hn", q[b].double(), k) * scale).softmax(-1)\n'
+    '        out[b] = torch.einsum("hn,nhd->hd", p, v).to(out.dtype)\n'
+)
+
 PLANTS = {
     'gqa_h_mod_h_kv': Plant([
         ('heads = kv_head * GROUP + offs_g',
@@ -108,4 +118,16 @@ PLANTS = {
         ('BLOCK_D=triton.next_power_of_2(D),',
          'BLOCK_D=max(16, triton.next_power_of_2(D)),'),
     ], WA, 'fp32 operands'),
+    'computes_in_pytorch_after_an_empty_kernel': Plant([
+        ('    tl.store(out_ptr + q_offs, out.to(out_ptr.dtype.element_ty), mask=q_mask)        # write G*D\n',
+         ''),
+        ('        BLOCK_N=32, BLOCK_D=triton.next_power_of_2(D),\n    )\n',
+         '        BLOCK_N=32, BLOCK_D=triton.next_power_of_2(D),\n    )\n' + ATTENTION_IN_PYTORCH.format(first=0)),
+    ], WA, 'written outside the kernel'),
+    'last_sequence_in_pytorch': Plant([
+        ('    paged_attention_decode_kernel[(B, H_kv)](',
+         '    paged_attention_decode_kernel[(B - 1, H_kv)]('),
+        ('        BLOCK_N=32, BLOCK_D=triton.next_power_of_2(D),\n    )\n',
+         '        BLOCK_N=32, BLOCK_D=triton.next_power_of_2(D),\n    )\n' + ATTENTION_IN_PYTORCH.format(first='B - 1')),
+    ], WA, 'written outside the kernel'),
 }

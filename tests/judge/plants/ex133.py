@@ -4,6 +4,19 @@ must get and words the hint (or message) of its first failing case must contain 
 from plants import RE, WA, Plant  # noqa: F401
 from plants.ex131 import PLANTS as EX131
 
+ATTENTION_IN_PYTORCH = (  # the rows of the sequences b >= first computed in PyTorch after the launch
+    '    for b in range({first}, B):\n'
+    '        q0, q1, n = int(cu_seqlens_q[b]), int(cu_seqlens_q[b + 1]), int(seq_lens[b])\n'
+    '        blocks = block_tables[b, : -(-n // S)].long()\n'
+    '        k = k_cache[blocks].reshape(-1, H_kv, D)[:n].double().repeat_interleave(H // H_kv, 1)\n'
+    '        v = v_cache[blocks].reshape(-1, H_kv, D)[:n].double().repeat_interleave(H // H_kv, 1)\n'
+    '        s = torch.einsum("thd,nhd->htn", q[q0:q1].double(), k) * scale\n'
+    '        pos = n - (q1 - q0) + torch.arange(q1 - q0)\n'
+    '        s = s.masked_fill(torch.arange(n)[None, :] > pos[:, None], float("-inf"))\n'
+    '        out[q0:q1] = torch.einsum("htn,nhd->thd", s.softmax(-1), v).to(out.dtype)\n'
+)
+LAUNCHED = '        BLOCK_D=max(16, triton.next_power_of_2(D)),\n    )\n'
+
 PLANTS = {
     'top_left_causal': Plant([
         ('pos = seq_len - q_len + offs_q ',
@@ -64,4 +77,15 @@ PLANTS = {
         ('BLOCK_D=max(16, triton.next_power_of_2(D)),',
          'BLOCK_D=triton.next_power_of_2(D),'),
     ], RE, 'every dimension (M, N and K) of every tl.dot is at least 16'),
+    'computes_in_pytorch_after_an_empty_kernel': Plant([
+        ('    tl.store(out_ptr + rows[:, None] + offs_d[None, :], out.to(out_ptr.dtype.element_ty),\n'
+         '             mask=q_mask[:, None] & d_mask[None, :])                 # write BLOCK_Q*D\n',
+         ''),
+        (LAUNCHED, LAUNCHED + ATTENTION_IN_PYTORCH.format(first=0)),
+    ], WA, 'written outside the kernel'),
+    'last_sequence_in_pytorch': Plant([
+        ('    grid = (B, H, triton.cdiv(max_q_len, BLOCK_Q))',
+         '    grid = (B - 1, H, triton.cdiv(max_q_len, BLOCK_Q))'),
+        (LAUNCHED, LAUNCHED + ATTENTION_IN_PYTORCH.format(first='B - 1')),
+    ], WA, 'written outside the kernel'),
 }

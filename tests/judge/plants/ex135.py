@@ -87,4 +87,20 @@ PLANTS = {
         ('    q_mask = (offs_m[:, None] < M) & (offs_d[None, :] < D)\n',
          '    q_mask = offs_m[:, None] < M\n'),
     ], WA, 'was read from memory'),
+    'gather_in_pytorch_after_an_empty_kernel': Plant([
+        ('    tl.store(out_ptr + t.to(tl.int64) * W + offs, row, mask=mask)     # write W\n',
+         ''),
+        ('    gather_rows_kernel[(T,)](src, src.stride(0), index, out, W, BLOCK=triton.next_power_of_2(W))\n',
+         '    gather_rows_kernel[(T,)](src, src.stride(0), index, out, W, BLOCK=triton.next_power_of_2(W))\n'
+         '    out.copy_(src[index.long()])\n'
+         '    out[index < 0] = 0\n'),
+    ], WA, 'written outside the kernel'),
+    'softmax_zeros_from_pytorch': Plant([
+        ('    for start in range(n, C, BLOCK):                                  # the rest of the row: zeros\n'
+         '        tl.store(out_ptr + r * C + start + offs, tl.zeros([BLOCK], tl.float32), mask=start + offs < C)\n',
+         ''),
+        ('    row_softmax_kernel[(R,)](x, x.stride(0), lengths, out, C, BLOCK=32)\n',
+         '    out.zero_()\n'
+         '    row_softmax_kernel[(R,)](x, x.stride(0), lengths, out, C, BLOCK=32)\n'),
+    ], WA, 'written outside the kernel'),
 }
