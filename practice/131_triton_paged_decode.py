@@ -8,7 +8,9 @@ that KV head. It walks the context in tiles of BLOCK_N tokens, looks up each tok
 table (a tile may cross several blocks, or cover part of one), and keeps the softmax online: a running max m,
 a running sum l and an unnormalised output acc, all fp32, rescaled by exp(m_old - m_new) whenever the max
 grows. Tokens at or past the context length are masked, never loaded: the table row holds -1 padding
-there, and block -1 lies before the cache (the judge puts NaN guard memory there, and after it).
+there, and block -1 lies before the cache (the judge puts NaN guard memory there, and after it). On the CPU
+the judge also records what each launched kernel stores: an element of `out` no kernel stored (computed in
+PyTorch) is a wrong answer.
 Three details of Triton it meets (notebook 11, section 3, explains each):
 - `tl.store` converts the value to the element type of the pointer it writes through, rounding to nearest
   as `.to()` does: the fp32 tile `acc / l` stored into a bf16 `out` is written as bf16 (an explicit

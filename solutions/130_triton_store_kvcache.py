@@ -6,7 +6,9 @@ Exercise 124's contract, written as a Triton kernel and its launcher: one progra
 token's K row and V row (H_kv * D elements each) into the cache row of its slot, and a program whose slot is
 -1 writes nothing. This is nano-vllm's `store_kvcache_kernel` (`nanovllm/layers/attention.py`), made to work
 when H_kv * D is not a power of two. The judge surrounds the caches with guard memory: a write through slot
--1, or past the end of a row, lands there and is caught.
+-1, or past the end of a row, lands there and is caught. On the CPU the judge also records what each
+launched kernel stores: a cache element the kernel should write that no kernel stored (a copy done in PyTorch)
+is a wrong answer.
 Shapes: docs/conventions.md; ROW = H_kv * D.
 """
 

@@ -5,7 +5,9 @@ Grade: python practice/judge.py 135                          (Triton's interpret
 Four small kernels, each with its launcher; each rehearses something the course's kernels need (notebooks
 10-12). Every launcher writes into the `out` it is given, in place; the judge puts `out` between NaN guard
 blocks (a write past its end, or before its start, is caught) and fills it with NaN first (an element never
-written is caught). Sizes are awkward on purpose: never a multiple of a block, never a power of two.
+written is caught), and on the CPU it records what each launched kernel stores: an element of `out` no
+kernel stored (written in PyTorch) is a wrong answer. Sizes are awkward on purpose: never a multiple of a
+block, never a power of two.
 The PyTorch specs are in the notebook (`pagedkv_lib.kernels.triton_primer.<name>_spec`).
 Shapes: docs/conventions.md for the course's letters; each function names its own sizes.
 
