@@ -231,16 +231,19 @@ print("rows through the table equal rows by slot:", torch.equal(rows, by_slot))
 # sizes, against the multi-head form in float64:
 
 # %%
+from pagedkv_lib.kernels import backend  # first: chooses the interpreter on a CPU, before any kernel
 from pagedkv_lib.kernels.triton_mla_decode import mla_latent_attention_triton
 
+dev = backend.device()                    # the GPU where there is one, else the CPU (the interpreter)
 small = make_mla_batch([1, 63, 64, 65], block_size=64, num_heads=4, kv_lora_rank=32, rope_dim=8, nope_dim=8,
                        v_dim=8, extra_padding=1, seed=2, dtype=torch.float32)
 args = (small.q[0], small.kv_cache[0], small.block_tables, small.context_lens, small.w_uk[0], small.w_uv[0],
         small.cos, small.sin)
-on_kernel = mla_decode_absorbed(*args, attention=mla_latent_attention_triton)
+on_kernel = mla_decode_absorbed(*(a.to(dev) for a in args), attention=mla_latent_attention_triton)
 reference = mla_decode_multihead(*(a.double() if a.is_floating_point() else a for a in args))
+print("Triton kernels run:", "in the interpreter (CPU)" if backend.is_interpreted() else "natively (GPU)")
 print("Triton (float32) = multi-head (float64) to 1e-5:",
-      torch.allclose(on_kernel.double(), reference, rtol=1e-5, atol=1e-5))
+      torch.allclose(on_kernel.cpu().double(), reference, rtol=1e-5, atol=1e-5))
 
 # %% [markdown]
 # When the batch is too small to give every SM a program (one sequence has only 128 / BLOCK_H of them), the
