@@ -52,6 +52,10 @@ __all__ = ["CascadeConfig", "cascade_attention_decode_triton", "choose_cascade_c
            "launch_cascade_attention"]
 
 WAVES = 2                    # prefix programs per SM the splits aim at
+SMALL_TILE_N = 32            # block_n once the batch alone gives a quarter of the SMs a program: on an H100
+                             # (benchmarks/results/flashinfer_run/bench_cascade.txt, prefix 4096, 64 rows x
+                             # 32 tokens vs x 64) 75 vs 86 us at B = 128 (64 programs), 124 vs 141 at B = 256,
+                             # and 48 vs 42 at B = 64 (32 programs), where 64 stays
 
 
 @dataclass(frozen=True)
@@ -70,11 +74,11 @@ def choose_cascade_config(B: int, H: int, H_kv: int, D: int, prefix_len: int, *,
                           num_splits: int | None = None) -> CascadeConfig:
     """Tiles and prefix splits for B sequences sharing prefix_len tokens; deterministic in its arguments.
     num_splits None: enough to give WAVES programs per SM, never an empty split. block_m, block_n: >= 16
-    (tl.dot), powers of two."""
+    (tl.dot), powers of two; block_n None: 64, or SMALL_TILE_N when the programs fill a quarter of the SMs."""
     block_d = max(16, next_power_of_2(D))
-    block_n = block_n or (16 if interpreted else 64)
     block_m = block_m or (16 if interpreted else 64)
     programs = cdiv(B * (H // H_kv), block_m) * H_kv
+    block_n = block_n or (16 if interpreted else 64 if 4 * programs < num_sms else SMALL_TILE_N)
     want = num_splits or cdiv(WAVES * num_sms, programs)
     splits = max(1, min(want, cdiv(prefix_len, block_n)))
     tokens_per_split = cdiv(cdiv(prefix_len, splits), block_n) * block_n
