@@ -253,6 +253,21 @@ print("Triton (float32) = multi-head (float64) to 1e-5:",
 # and reads the FP8 record. `benchmarks/bench_mla.py` times the course's kernel at DeepSeek-V3's decode
 # shapes (128 heads, C = 512, R = 64, pages of 64) on a GPU, against the measured copy bandwidth and matmul
 # rate.
+#
+# The teaching kernel above is written to be read. `pagedkv_lib/kernels/triton_mla_decode_tuned.py` is the
+# same computation laid out for a Hopper GPU: 64 heads are the M side of both matrix products (one
+# warpgroup's MMA height), a tile of tokens lies inside one cache block (one block id per tile, contiguous
+# rows), C and R are powers of two (no masks on the feature axis), and the loads are pipelined. An H100
+# run timed both beside FlashInfer's MLA kernels (`BatchMLAPagedAttentionWrapper`, backends fa2 and fa3)
+# on the same latent cache, read in place as its c and k_pe views, 4,096 tokens per sequence:
+
+# %%
+from pagedkv_lib.studies import results
+from pagedkv_lib.viz import bench_findings
+
+fi_mla = results.stored("flashinfer_run/bench_mla.json")
+print(bench_findings.mla_flashinfer_table(fi_mla) if fi_mla
+      else "no run stored (benchmarks/results/flashinfer_run/)")
 
 # %% [markdown]
 # ## Exercises
