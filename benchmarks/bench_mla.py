@@ -7,9 +7,13 @@ Shapes (core/mla_attention.py): H = 128 query heads, C = kv_lora_rank 512, R = 6
 (FlashMLA's), bf16; batch B in 1..128, every context n tokens (1k..32k), tables shuffled over the pool.
 Per call: FLOPs = B * 2 * H * n * (W + C) (scores, then p . c); bytes = B * n * W * 2 (the latent rows, read
 once) + q and the output. Times as in bench_decode.py: median CUDA-graph replay over rotated input sets
-(gpu_harness.time_calls). Several kernel configs (BLOCK_H, BLOCK_N, warps, stages) per shape, each with the
-split count `choose_num_splits` gives it (v2 split-KV when B x H / BLOCK_H programs leave SMs idle); the table
-shows the fastest and the JSON keeps all. The PyTorch reference (a loop over sequences) is timed for B <= 8.
+(gpu_harness.time_calls). Several configs (BLOCK_H, BLOCK_N, warps, stages) per shape of the teaching kernel
+(triton_mla_decode.py), each with the split count `choose_num_splits` gives it (v2 split-KV when B x H /
+BLOCK_H programs leave SMs idle), and of the tuned kernel (triton_mla_decode_tuned.py, TMA or pointers, with
+the splits `choose_tuned_splits` gives at 4, 2 and 1 tiles per split at least); FlashInfer's MLA kernels
+(fa2, fa3; flashinfer_baselines.py) on the same inputs. The table shows each kernel's fastest config, and
+the tuned kernel's speed over fa3's; the JSON keeps all. The PyTorch reference (a loop over sequences) is
+timed for B <= 8.
 --smoke: tiny shapes in Triton's interpreter on the CPU, to show the script runs end to end (its times mean
 nothing). Writes OUT/bench_mla.json and OUT/bench_mla.txt.
 """
@@ -43,13 +47,13 @@ from pagedkv_lib.kernels.triton_mla_decode_tuned import choose_tuned_splits, lau
 FULL = dict(H=128, C=512, R=64, Dn=128, S=64, batches=(1, 8, 32, 64, 128),
             contexts=(1024, 4096, 16384, 32768))
 SMOKE = dict(H=16, C=32, R=16, Dn=16, S=16, batches=(2,), contexts=(40,))
-CONFIGS = [  # BLOCK_H, BLOCK_N, num_warps, num_stages
-    (16, 32, 4, 2), (32, 32, 8, 2), (64, 32, 8, 1), (64, 16, 8, 2), (16, 64, 4, 2),
+CONFIGS = [  # the teaching kernel: BLOCK_H, BLOCK_N, num_warps, num_stages (the best two of the five that
+    (16, 32, 4, 2), (64, 32, 8, 1),            # the H200 and the first H100 run timed)
 ]
-TUNED_CONFIGS = [  # the tuned kernel (triton_mla_decode_tuned.py): BLOCK_H, BLOCK_N, num_warps, num_stages
-    (64, 64, 8, 2), (64, 32, 8, 2), (64, 32, 8, 3), (64, 64, 8, 1), (64, 32, 16, 3),
+TUNED_CONFIGS = [  # triton_mla_decode_tuned.py: BLOCK_H, BLOCK_N, num_warps, num_stages, whole tiles by TMA
+    (64, 64, 8, 2, False), (64, 64, 8, 2, True), (64, 32, 8, 3, True), (64, 32, 8, 2, False),
 ]
-SMOKE_TUNED = [(16, 16, 4, 1)]
+SMOKE_TUNED = [(16, 16, 4, 1, False), (16, 16, 4, 1, True)]
 FLASHINFER = ("fa2", "fa3")         # BatchMLAPagedAttentionWrapper backends
 TARGETS = {1: 1.0, 64: 0.6, 128: 0.6}    # B: the tuned kernel's speed over FlashInfer fa3's (issue 39)
 REFERENCE_MAX_B = 8
@@ -107,12 +111,12 @@ def bench_shape(shape: dict, B: int, n: int, copy_gbs: float, matmul_tflops: flo
             num_stages=stages)
         if not CUDA:
             break                                       # the interpreter: one config shows the script runs
-    for block_h, block_n, warps, stages in TUNED_CONFIGS if CUDA else SMOKE_TUNED:
-        choices = {choose_tuned_splits(B, H, n, num_sms(), block_h, block_n, min_tiles=t) for t in (4, 1)}
+    for block_h, block_n, warps, stages, tma in TUNED_CONFIGS if CUDA else SMOKE_TUNED:
+        choices = {choose_tuned_splits(B, H, n, num_sms(), block_h, block_n, min_tiles=t) for t in (4, 2, 1)}
         for splits in sorted(choices):
-            variants[f"tuned-h{block_h}-n{block_n}-w{warps}-s{stages}-p{splits}"] = functools.partial(
-                launch_mla_decode_tuned, num_splits=splits, block_h=block_h, block_n=block_n,
-                num_warps=warps, num_stages=stages)
+            name = f"tuned-h{block_h}-n{block_n}-w{warps}-s{stages}-p{splits}" + ("-tma" if tma else "")
+            variants[name] = functools.partial(launch_mla_decode_tuned, num_splits=splits, block_h=block_h,
+                                               block_n=block_n, num_warps=warps, num_stages=stages, tma=tma)
     for name, launch in variants.items():
         entry = {"num_splits": launch.keywords["num_splits"]}
 

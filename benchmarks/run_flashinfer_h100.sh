@@ -4,12 +4,15 @@
 # the notebooks' wheelhouse (benchmarks/run_notebooks_gpu.sh says which) in NB_WHEELS:
 #
 #     FI_WHEELS=.fiwhl NB_WHEELS=.whl bash benchmarks/run_flashinfer_h100.sh "$OUT" [notebooks|none] \
-#         [mla,decode,cascade,prefill]
+#         [mla,decode,cascade,prefill,profile]
+#
+# WARM_JOBS (flashinfer_baselines.py --jobs) and DECODE_SHAPES (bench_decode.py --shapes) narrow a run.
 #
 # 1. FlashInfer's modules JIT-compiled in the background (flashinfer_baselines.py --warm) while the MLA
 #    kernel tests and the notebooks (4 at a time, nbclient; "none" skips them) run; then, alone on the GPU,
 # 2. bench_mla.py (C = 4096, B 1/8/64/128), bench_decode.py, bench_cascade.py (prefix 4096),
-#    bench_prefill.py, each with its FlashInfer rows.
+#    bench_prefill.py, each with its FlashInfer rows; `profile`: Nsight Compute's sections of the tuned MLA
+#    kernel at B = 64 (pointers, then TMA).
 # FLASHINFER_WORKSPACE_BASE=$FI_CACHE (default /tmp/fi_ws) holds the compiled modules (too large to bring
 # back within the device's 64 MiB: every call builds them again, in the background).
 # Everything lands in $OUT/fi_run.tar.gz (extract into benchmarks/results/flashinfer_run) and the tables
@@ -36,7 +39,7 @@ fi
 write_env
 "$PY" benchmarks/flashinfer_baselines.py | tee -a "$RUN/env.txt"
 
-"$PY" -u benchmarks/flashinfer_baselines.py --warm > "$RUN/flashinfer_warm.log" 2>&1 &
+"$PY" -u benchmarks/flashinfer_baselines.py --warm ${WARM_JOBS:+--jobs "$WARM_JOBS"} > "$RUN/flashinfer_warm.log" 2>&1 &
 if [ "$NOTEBOOKS" = notebooks ] && [ -d "${NB_WHEELS:-.whl}" ]; then
     "$PY" -m pip install -q --no-index --find-links "${NB_WHEELS:-.whl}" --target /tmp/nb-site nbclient \
         ipykernel ipywidgets xxhash 2>&1 | tail -2
@@ -48,17 +51,24 @@ if [ "$NOTEBOOKS" = notebooks ] && [ -d "${NB_WHEELS:-.whl}" ]; then
       done
       wait ) &
 fi
-step mla_tests 120 "${PYTEST[@]}" tests/kernels/test_kernels_mla_decode.py tests/core/test_mla_attention.py
+step kernel_tests 150 "${PYTEST[@]}" tests/kernels/test_kernels_mla_decode.py tests/core/test_mla_attention.py \
+    tests/kernels/test_kernels_cascade_attention.py
 wait
 echo "flashinfer warm-up done after $(( $(date +%s) - START )) s" | tee -a "$RUN/steps.txt"
 for bench in ${BENCHES//,/ }; do
     case $bench in
         mla) step bench_mla 170 "$PY" -u benchmarks/bench_mla.py --out "$RUN" --contexts 4096 \
                  --batches 1,8,64,128 --budget-s 150 ;;
-        decode) step bench_decode 80 "$PY" -u benchmarks/bench_decode.py --out "$RUN" --budget-s 60 ;;
+        decode) step bench_decode 80 "$PY" -u benchmarks/bench_decode.py --out "$RUN" --budget-s 60 \
+                    ${DECODE_SHAPES:+--shapes "$DECODE_SHAPES"} ;;
         cascade) step bench_cascade 70 "$PY" -u benchmarks/bench_cascade.py --out "$RUN" --prefixes 4096 \
                      --budget-s 50 ;;
         prefill) step bench_prefill 70 "$PY" -u benchmarks/bench_prefill.py --out "$RUN" --budget-s 50 ;;
+        profile) for tma in "" --tma; do
+                     step "ncu_mla${tma:+_tma}" 60 ncu --section SpeedOfLight --section Occupancy \
+                         --section LaunchStats --section WarpStateStats -k regex:_mla_decode_tuned \
+                         --launch-skip 2 -c 1 "$PY" benchmarks/profile_mla_tuned.py $tma
+                 done ;;
     esac
 done
 echo "done in $(( $(date +%s) - START )) s"

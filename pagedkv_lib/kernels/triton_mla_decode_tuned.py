@@ -31,13 +31,35 @@ except ImportError as exc:  # triton is optional off Linux
 
 __all__ = ["TUNED", "choose_tuned_splits", "launch_mla_decode_tuned", "mla_latent_attention_tuned"]
 
-TUNED = dict(block_h=64, block_n=64, num_warps=8, num_stages=2)   # the default tiles (bench_mla.py)
+TUNED = dict(block_h=64, block_n=64, num_warps=8, num_stages=2, tma=False)   # the defaults (bench_mla.py)
+
+
+@triton.jit
+def _attend_tile(q_lo, q_hi, q_r, kv_lo, kv_hi, kv_r, valid, scale_log2, m, l, acc_lo, acc_hi,
+                 DOT_PRECISION: tl.constexpr):
+    """One tile of BLOCK_N latent rows against BLOCK_H heads: the scores over W = the two halves of c and
+    k_pe, the online softmax update (m, l), and p . c into the accumulator's two halves [BLOCK_H, C / 2]
+    (a warpgroup MMA is at most 256 wide). Rows not `valid` score -inf; they must hold finite values."""
+    s = tl.dot(q_lo, tl.trans(kv_lo), input_precision=DOT_PRECISION)   # [BLOCK_H, BLOCK_N]
+    s = tl.dot(q_hi, tl.trans(kv_hi), s, input_precision=DOT_PRECISION)
+    s = tl.dot(q_r, tl.trans(kv_r), s, input_precision=DOT_PRECISION)
+    s = tl.where(valid[None, :], s * scale_log2, float("-inf"))
+    m_new = tl.maximum(m, tl.max(s, axis=1))                            # [BLOCK_H]
+    p = tl.exp2(s - m_new[:, None])                                     # [BLOCK_H, BLOCK_N]
+    alpha = tl.exp2(m - m_new)
+    l = l * alpha + tl.sum(p, axis=1)
+    p = p.to(kv_lo.dtype)
+    acc_lo = tl.dot(p, kv_lo, acc_lo * alpha[:, None], input_precision=DOT_PRECISION)
+    acc_hi = tl.dot(p, kv_hi, acc_hi * alpha[:, None], input_precision=DOT_PRECISION)
+    return m_new, l, acc_lo, acc_hi
 
 
 @triton.jit
 def _mla_decode_tuned_kernel(
     q_ptr,              # [B, H, W] latent queries
     kv_ptr,             # [N, S, W] latent cache
+    kv_c_desc,          # TMA descriptor of the cache viewed [N * S, W], blocks [BLOCK_N, C / 2] (USE_TMA)
+    kv_r_desc,          # the same, blocks [BLOCK_N, R]
     block_tables_ptr,   # [B, M] int32
     context_lens_ptr,   # [B] int32
     out_ptr,            # [B, H, C] (one split), or [B, H, P, C] fp32 normalised partial outputs
@@ -54,18 +76,21 @@ def _mla_decode_tuned_kernel(
     BLOCK_H: tl.constexpr,
     BLOCK_N: tl.constexpr,
     NUM_SPLITS: tl.constexpr,
+    USE_TMA: tl.constexpr,      # whole tiles through the tensor memory accelerator, the last one by pointers
     DOT_PRECISION: tl.constexpr,
     DOT_DTYPE: tl.constexpr,
 ):
+    HALF: tl.constexpr = C // 2
     b = tl.program_id(0)
     split = tl.program_id(2)
     heads = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)          # [BLOCK_H]
     head_ok = heads < H
-    offs_c = tl.arange(0, C)                                            # [C]
+    offs_h = tl.arange(0, HALF)                                         # [C / 2]
     offs_r = tl.arange(0, R)                                            # [R]
     offs_n = tl.arange(0, BLOCK_N)                                      # [BLOCK_N]
     q_rows = q_ptr + b * stride_qb + heads[:, None] * stride_qh                           # [BLOCK_H, 1]
-    q_c = tl.load(q_rows + offs_c[None, :], mask=head_ok[:, None], other=0.0).to(DOT_DTYPE)       # [BH, C]
+    q_lo = tl.load(q_rows + offs_h[None, :], mask=head_ok[:, None], other=0.0).to(DOT_DTYPE)      # [BH, C/2]
+    q_hi = tl.load(q_rows + HALF + offs_h[None, :], mask=head_ok[:, None], other=0.0).to(DOT_DTYPE)
     q_r = tl.load(q_rows + C + offs_r[None, :], mask=head_ok[:, None], other=0.0).to(DOT_DTYPE)   # [BH, R]
     n = tl.load(context_lens_ptr + b)
     tiles = tl.cdiv(n, BLOCK_N)
@@ -74,34 +99,41 @@ def _mla_decode_tuned_kernel(
     t_hi = tl.minimum(t_lo + per_split, tiles)
     m = tl.full([BLOCK_H], float("-inf"), tl.float32)
     l = tl.zeros([BLOCK_H], tl.float32)
-    acc = tl.zeros([BLOCK_H, C], tl.float32)
-    for t in range(t_lo, t_hi):
-        start = t * BLOCK_N
-        pos = start + offs_n                                            # [BLOCK_N]
-        ok = pos < n                                                    # only the last tile masks
-        # one block id per tile, loaded as a vector: a scalar load here stops Triton pipelining the tile
+    acc_lo = tl.zeros([BLOCK_H, HALF], tl.float32)
+    acc_hi = tl.zeros([BLOCK_H, HALF], tl.float32)
+    t_whole = t_lo                                                      # tiles before it: read through TMA
+    if USE_TMA:
+        t_whole = tl.minimum(t_hi, n // BLOCK_N)
+        for t in range(t_lo, t_whole):                                  # whole tiles: no mask at all
+            start = t * BLOCK_N
+            blk = tl.load(block_tables_ptr + b * stride_btb + start // BLOCK_SIZE)
+            row = blk * BLOCK_SIZE + start % BLOCK_SIZE                 # the tile's first row of [N * S, W]
+            kv_lo = kv_c_desc.load([row, 0]).to(DOT_DTYPE)              # [BLOCK_N, C / 2]
+            kv_hi = kv_c_desc.load([row, HALF]).to(DOT_DTYPE)
+            kv_r = kv_r_desc.load([row, C]).to(DOT_DTYPE)               # [BLOCK_N, R]
+            m, l, acc_lo, acc_hi = _attend_tile(q_lo, q_hi, q_r, kv_lo, kv_hi, kv_r, offs_n < BLOCK_N,
+                                                scale_log2, m, l, acc_lo, acc_hi, DOT_PRECISION)
+    for t in range(t_whole, t_hi):                                      # by pointers, masked past the context
+        pos = t * BLOCK_N + offs_n                                      # [BLOCK_N]
+        ok = pos < n
+        # one block id per tile, loaded as a vector: a scalar load here stopped Triton pipelining the tile
         blk = tl.load(block_tables_ptr + b * stride_btb + pos // BLOCK_SIZE).to(tl.int64)    # [BLOCK_N]
         rows = kv_ptr + blk * stride_kvn + (pos % BLOCK_SIZE) * stride_kvs                   # [BLOCK_N]
-        kv_c = tl.load(rows[:, None] + offs_c[None, :], mask=ok[:, None], other=0.0).to(DOT_DTYPE)  # [BN, C]
+        kv_lo = tl.load(rows[:, None] + offs_h[None, :], mask=ok[:, None], other=0.0).to(DOT_DTYPE)
+        kv_hi = tl.load(rows[:, None] + HALF + offs_h[None, :], mask=ok[:, None], other=0.0).to(DOT_DTYPE)
         kv_r = tl.load(rows[:, None] + C + offs_r[None, :], mask=ok[:, None], other=0.0).to(DOT_DTYPE)
-        s = tl.dot(q_c, tl.trans(kv_c), input_precision=DOT_PRECISION)  # [BLOCK_H, BLOCK_N]
-        s = tl.dot(q_r, tl.trans(kv_r), s, input_precision=DOT_PRECISION)
-        s = tl.where(ok[None, :], s * scale_log2, float("-inf"))
-        m_new = tl.maximum(m, tl.max(s, axis=1))                        # [BLOCK_H]
-        p = tl.exp2(s - m_new[:, None])                                 # [BLOCK_H, BLOCK_N]
-        alpha = tl.exp2(m - m_new)
-        l = l * alpha + tl.sum(p, axis=1)
-        acc = tl.dot(p.to(DOT_DTYPE), kv_c, acc * alpha[:, None], input_precision=DOT_PRECISION)
-        m = m_new
-    out = tl.where(l[:, None] > 0, acc / tl.maximum(l, 1e-30)[:, None], 0.0)   # [BLOCK_H, C]
+        m, l, acc_lo, acc_hi = _attend_tile(q_lo, q_hi, q_r, kv_lo, kv_hi, kv_r, ok, scale_log2, m, l, acc_lo,
+                                            acc_hi, DOT_PRECISION)
+    inv_l = tl.where(l > 0, 1.0 / tl.maximum(l, 1e-30), 0.0)[:, None]  # [BLOCK_H, 1]
     if NUM_SPLITS == 1:
-        out_rows = out_ptr + b * stride_ob + heads[:, None] * stride_oh + offs_c[None, :]
+        out_rows = out_ptr + b * stride_ob + heads[:, None] * stride_oh + offs_h[None, :]
     else:
-        row = (b * H + heads) * NUM_SPLITS + split                      # [BLOCK_H] rows of [B, H, P]
-        out_rows = out_ptr + row[:, None].to(tl.int64) * C + offs_c[None, :]
+        row_id = (b * H + heads) * NUM_SPLITS + split                   # [BLOCK_H] rows of [B, H, P]
+        out_rows = out_ptr + row_id[:, None].to(tl.int64) * C + offs_h[None, :]
         lse = tl.where(l > 0, m + tl.log2(tl.maximum(l, 1e-30)), float("-inf"))
-        tl.store(lse_ptr + row, lse, mask=head_ok)
-    tl.store(out_rows, out.to(out_ptr.dtype.element_ty), mask=head_ok[:, None])
+        tl.store(lse_ptr + row_id, lse, mask=head_ok)
+    tl.store(out_rows, (acc_lo * inv_l).to(out_ptr.dtype.element_ty), mask=head_ok[:, None])
+    tl.store(out_rows + HALF, (acc_hi * inv_l).to(out_ptr.dtype.element_ty), mask=head_ok[:, None])
 
 
 def choose_tuned_splits(B: int, H: int, max_context_len: int, sms: int, block_h: int = 64,
@@ -120,23 +152,33 @@ def launch_mla_decode_tuned(q_latent: torch.Tensor, kv_cache: torch.Tensor, bloc
                             context_lens: torch.Tensor, kv_lora_rank: int, scale: float, out: torch.Tensor,
                             num_splits: int = 1, block_h: int = TUNED["block_h"],
                             block_n: int = TUNED["block_n"], num_warps: int = TUNED["num_warps"],
-                            num_stages: int = TUNED["num_stages"]) -> None:
+                            num_stages: int = TUNED["num_stages"], tma: bool = TUNED["tma"]) -> None:
     """Launch without checks (the benchmark times this); `out` [B, H, C] is written. num_splits > 1: fp32
-    partials allocated here, merged by `reduce_splits`."""
+    partials allocated here, merged by `reduce_splits`. tma: whole tiles through TMA descriptors (Hopper and
+    later; the cache's rows 16-byte aligned)."""
     B, H, W = q_latent.shape
+    N, S = kv_cache.shape[:2]
+    rows = kv_cache.view(N * S, W)                                      # [N * S, W]
+    if tma:
+        from triton.tools.tensor_descriptor import TensorDescriptor
+
+        kv_c_desc = TensorDescriptor.from_tensor(rows, [block_n, kv_lora_rank // 2])
+        kv_r_desc = TensorDescriptor.from_tensor(rows, [block_n, W - kv_lora_rank])
+    else:
+        kv_c_desc = kv_r_desc = rows                                    # unused
     precision, dot_dtype = dot_args(q_latent, kv_cache)
     part_out, part_lse = out, out
     if num_splits > 1:
         part_out = torch.empty(B, H, num_splits, kv_lora_rank, dtype=torch.float32, device=out.device)
         part_lse = torch.empty(B, H, num_splits, dtype=torch.float32, device=out.device)   # [B, H, P]
     _mla_decode_tuned_kernel[(B, triton.cdiv(H, block_h), num_splits)](
-        q_latent, kv_cache, block_tables, context_lens, part_out, part_lse,
+        q_latent, kv_cache, kv_c_desc, kv_r_desc, block_tables, context_lens, part_out, part_lse,
         q_latent.stride(0), q_latent.stride(1),
         kv_cache.stride(0), kv_cache.stride(1),
         block_tables.stride(0),
         out.stride(0), out.stride(1),
         scale * LOG2E, H, C=kv_lora_rank, R=W - kv_lora_rank,
-        BLOCK_SIZE=kv_cache.shape[1], BLOCK_H=block_h, BLOCK_N=block_n, NUM_SPLITS=num_splits,
+        BLOCK_SIZE=S, BLOCK_H=block_h, BLOCK_N=block_n, NUM_SPLITS=num_splits, USE_TMA=tma,
         DOT_PRECISION=precision, DOT_DTYPE=dot_dtype, num_warps=num_warps, num_stages=num_stages,
     )
     if num_splits > 1:
@@ -149,7 +191,8 @@ def _power_of_2(x: int) -> bool:
 
 def mla_latent_attention_tuned(q_latent: torch.Tensor, kv_cache: torch.Tensor, block_tables: torch.Tensor,
                                context_lens: torch.Tensor, kv_lora_rank: int, scale: float,
-                               num_splits: int | None = None, block_n: int | None = None) -> torch.Tensor:
+                               num_splits: int | None = None, block_n: int | None = None,
+                               tma: bool = TUNED["tma"]) -> torch.Tensor:
     """`mla_latent_attention` on the tuned kernel: a new [B, H, C] tensor. Checked by `check_mla_args`,
     plus what the tiles assume: C and R powers of 2 (>= 16), the block size a multiple of block_n
     (default: the smaller of TUNED's and the block size). num_splits None: `choose_tuned_splits` (reads
@@ -169,5 +212,5 @@ def mla_latent_attention_tuned(q_latent: torch.Tensor, kv_cache: torch.Tensor, b
     if num_splits < 1:
         raise ValueError(f"num_splits: expected an int >= 1 or None, got {num_splits}")
     launch_mla_decode_tuned(q_latent, kv_cache, block_tables, context_lens, kv_lora_rank, scale, out,
-                            num_splits, block_n=block_n)
+                            num_splits, block_n=block_n, tma=tma)
     return out
