@@ -19,7 +19,7 @@ Same result as the teaching kernel up to rounding; same split-KV partials, merge
 import torch
 
 from .attention_args import LOG2E, dot_args, num_sms
-from .backend import MISSING_TRITON
+from .backend import MISSING_TRITON, is_interpreted
 from .triton_decode_merge import reduce_splits
 from .triton_mla_decode import check_mla_args
 
@@ -29,9 +29,11 @@ try:
 except ImportError as exc:  # triton is optional off Linux
     raise ImportError(MISSING_TRITON) from exc
 
-__all__ = ["TUNED", "choose_tuned_splits", "launch_mla_decode_tuned", "mla_latent_attention_tuned"]
+__all__ = ["TUNED", "choose_tuned_splits", "launch_mla_decode_tuned", "mla_latent_attention_tuned",
+           "tma_supported"]
 
-TUNED = dict(block_h=64, block_n=64, num_warps=8, num_stages=2, tma=False)   # the defaults (bench_mla.py)
+TUNED = dict(block_h=64, block_n=64, num_warps=8, num_stages=2, tma=True)    # the fastest tuned config of
+# benchmarks/results/flashinfer_run2/bench_mla.txt at B = 8, 64, 128 (H100; TMA 8-10% faster than pointers)
 
 
 @triton.jit
@@ -137,7 +139,7 @@ def _mla_decode_tuned_kernel(
 
 
 def choose_tuned_splits(B: int, H: int, max_context_len: int, sms: int, block_h: int = 64,
-                        block_n: int = 64, min_tiles: int = 4) -> int:
+                        block_n: int = 64, min_tiles: int = 2) -> int:
     """P: enough programs for one per SM (B * cdiv(H, block_h) * P >= sms), each split at least min_tiles
     tiles (a split's fixed cost is its q load and its fp32 partial [block_h, C], written and read back);
     1 when the batch alone fills the GPU."""
@@ -185,6 +187,15 @@ def launch_mla_decode_tuned(q_latent: torch.Tensor, kv_cache: torch.Tensor, bloc
         reduce_splits(part_out, part_lse, out)
 
 
+def tma_supported(kv_cache: torch.Tensor) -> bool:
+    """Whether TMA descriptors can read this cache: Triton's interpreter, or a CUDA device of compute
+    capability >= 9.0 (Hopper), and rows whose bytes are a multiple of 16 (the descriptor's stride)."""
+    aligned = kv_cache.shape[-1] * kv_cache.element_size() % 16 == 0
+    if is_interpreted():
+        return aligned
+    return aligned and kv_cache.is_cuda and torch.cuda.get_device_capability(kv_cache.device) >= (9, 0)
+
+
 def _power_of_2(x: int) -> bool:
     return x >= 16 and x & (x - 1) == 0
 
@@ -192,11 +203,11 @@ def _power_of_2(x: int) -> bool:
 def mla_latent_attention_tuned(q_latent: torch.Tensor, kv_cache: torch.Tensor, block_tables: torch.Tensor,
                                context_lens: torch.Tensor, kv_lora_rank: int, scale: float,
                                num_splits: int | None = None, block_n: int | None = None,
-                               tma: bool = TUNED["tma"]) -> torch.Tensor:
+                               tma: bool | None = None) -> torch.Tensor:
     """`mla_latent_attention` on the tuned kernel: a new [B, H, C] tensor. Checked by `check_mla_args`,
     plus what the tiles assume: C and R powers of 2 (>= 16), the block size a multiple of block_n
     (default: the smaller of TUNED's and the block size). num_splits None: `choose_tuned_splits` (reads
-    the longest context: one device-to-host copy)."""
+    the longest context: one device-to-host copy). tma None: TUNED's where `tma_supported`."""
     check_mla_args(q_latent, kv_cache, block_tables, context_lens, kv_lora_rank)
     S, W = kv_cache.shape[1:]
     block_n = block_n or min(TUNED["block_n"], S)
@@ -211,6 +222,8 @@ def mla_latent_attention_tuned(q_latent: torch.Tensor, kv_cache: torch.Tensor, b
         num_splits = choose_tuned_splits(B, H, longest, num_sms(q_latent.device), block_n=block_n)
     if num_splits < 1:
         raise ValueError(f"num_splits: expected an int >= 1 or None, got {num_splits}")
+    if tma is None:
+        tma = TUNED["tma"] and tma_supported(kv_cache)
     launch_mla_decode_tuned(q_latent, kv_cache, block_tables, context_lens, kv_lora_rank, scale, out,
                             num_splits, block_n=block_n, tma=tma)
     return out

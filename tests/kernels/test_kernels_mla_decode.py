@@ -130,5 +130,5 @@ def test_tuned_launcher_rejects_tiles_it_cannot_lay_out():
 def test_tuned_splits_fill_the_gpu_with_splits_of_whole_tiles():
     assert choose_tuned_splits(B=64, H=128, max_context_len=4096, sms=132) == 2        # 128 programs x 2
     assert choose_tuned_splits(B=128, H=128, max_context_len=4096, sms=132) == 1
-    assert choose_tuned_splits(B=1, H=128, max_context_len=4096, sms=132) == 16        # 64 tiles / 4
+    assert choose_tuned_splits(B=1, H=128, max_context_len=4096, sms=132) == 32        # 64 tiles / 2
     assert choose_tuned_splits(B=1, H=128, max_context_len=4096, sms=132, min_tiles=1) == 64
