@@ -14,6 +14,8 @@ Methods:
                  from the profiler's kernel names
     cascade_m*   the cascade with the prefix kernel's other tiles and warps (CONFIGS); the table shows the
                  fastest of them, the speedups are the default's
+    flashinfer_cascade  FlashInfer's MultiLevelCascadeAttentionWrapper, 2 levels (flashinfer_baselines.py;
+                 "not installed" without FlashInfer)
 Bytes: the cache K/V each method must read (core.cascade_attention.kv_bytes_read: plain decode and SDPA read
 the prefix B times, the cascade once) + q + out; the cascade's fp32 states are listed apart. Floor: those
 bytes / the device-to-device copy bandwidth measured in the same run (gpu_harness). Timing: median CUDA-graph

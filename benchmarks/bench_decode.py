@@ -12,6 +12,9 @@ backend it picked is read from the profiler's kernel names), and FLASH, EFFICIEN
 folded into the query length (q viewed [B, H_kv, G, D]: exact for one query per sequence); ragged batches
 padded to the longest context with a key mask (the padding's bytes are not counted: its cost is the
 baseline's); `flash_varlen`: aten._flash_attention_forward on packed ragged K/V (no padding).
+FlashInfer's BatchDecodeWithPagedKVCacheWrapper on the same paged caches, on CUDA cores
+(`flashinfer_decode`) and tensor cores (`flashinfer_decode_tc`), where FlashInfer is installed
+(flashinfer_baselines.py; elsewhere the rows say "not installed"); the targets compare v3 with the faster.
 The library's rows use its defaults (PDL where the device has it); triton_vN times DecodeConfig version N,
 whose kernel the table's note names (triton_decode_attention.KERNELS: v1 paged_decode_kernel, v2
 split_kv_decode_kernel + reduce_splits, v3 chunked_decode_kernel + merge_chunks); `triton_tuned` the sweep's

@@ -17,7 +17,9 @@ which charged cuDNN 680 instead of 544 us at 8 x 2048). GQA: enable_gqa=True fir
 rejects it, K/V heads repeated G times beforehand (outside the timing; the row says `gqa: repeat`); where
 the causal bias has no kernel under a forced backend, an explicit boolean lower-right mask (`causal: mask`).
 The kernel that really ran is read from the profiler (`backend`): a forced backend can silently fall through
-to another inside the causal-bias path.
+to another inside the causal-bias path. FlashInfer's BatchPrefillWithPagedKVCacheWrapper, backends fa2 and
+fa3, on the same paged caches where FlashInfer is installed (flashinfer_baselines.py); issue 39's targets
+compare the kernel with the faster of fa3 and the best SDPA row.
 """
 import argparse
 import contextlib

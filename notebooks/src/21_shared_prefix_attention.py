@@ -242,9 +242,9 @@ print(cascade_findings(results.stored("bench_cascade.json")))
 # %%
 from pagedkv_lib.viz import bench_findings
 
-fi_cascade = results.stored("flashinfer_run/bench_cascade.json")
+fi_cascade = results.stored("flashinfer_run3/bench_cascade.json")
 print(bench_findings.flashinfer_table(fi_cascade, ("cascade", "paged_v3"), ("flashinfer_cascade",))
-      if fi_cascade else "no FlashInfer run stored (benchmarks/results/flashinfer_run/)")
+      if fi_cascade else "no FlashInfer run stored (benchmarks/results/flashinfer_run3/)")
 
 # %% [markdown]
 # Two things in these lines are not what the bytes alone predict. Plain paged decode can run faster than

@@ -10,9 +10,14 @@ then p . c over C). The teaching kernel already uses `tl.dot`; what it spends it
       warpgroup MMA (64 rows), and 8 programs per sequence re-read every latent row through L2.
 Here: BLOCK_H = 64 heads are the M side of both dots (one warpgroup MMA height), a tile of BLOCK_N tokens lies
 inside ONE cache block (block size % BLOCK_N == 0: one block-table load per tile, BLOCK_N contiguous rows,
-16-byte loads), C and R are powers of 2 (no feature masks: DeepSeek's 512 + 64), the loads are pipelined
-(`num_stages`), and the context is split over programs only as far as the GPU needs (`choose_tuned_splits`).
-Same result as the teaching kernel up to rounding; same split-KV partials, merged by `reduce_splits`.
+16-byte loads), C and R are powers of 2 (no feature masks: DeepSeek's 512 + 64), the latent is taken in
+two halves of C / 2 (a warpgroup MMA is at most 256 wide), whole tiles come through TMA descriptors
+(Hopper's tensor memory accelerator; the last, partial tile by masked pointers, since rows past a context
+may hold NaN), the loads are pipelined (`num_stages`), and the context is split over programs only as far
+as the GPU needs (`choose_tuned_splits`). Same result as the teaching kernel up to rounding; same split-KV
+partials, merged by `reduce_splits`. What still separates it from FlashInfer's fa3 (about 2x at large
+batches, benchmarks/NOTES.md): one block of 8 warps per SM (255 registers, 222 KB of shared memory), and
+no overlap of one tile's softmax with another's matrix products (fa3 and FlashMLA specialise warpgroups).
 
     launcher:   launch_mla_decode_tuned (unchecked, for timing); mla_latent_attention_tuned (checked)
 """
