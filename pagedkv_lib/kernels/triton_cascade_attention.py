@@ -4,9 +4,9 @@ Shapes: docs/conventions.md (B sequences, H = H_kv * G query heads, D head dim, 
 launches, all writing or reading one fp32 state buffer [B, H, SLOTS, (D | 1)] of normalised partial outputs
 and base-2 log-sum-exps, the layout of split-KV decode (v2):
 
-    suffix   the course's split-KV decode kernel (triton_decode_attention, v2, `states=`): each sequence's own
-             tokens after the prefix, through the rest of its block table; slot 0 (an empty suffix writes
-             lse = -inf, o = 0, which the merge weighs 0)
+    suffix   the course's split-KV decode kernel (triton_decode_attention, v2, `launch_decode_partials`):
+             each sequence's own tokens after the prefix, through the rest of its block table; slot 0 (an
+             empty suffix writes lse = -inf, o = 0, which the merge weighs 0)
     prefix   `_shared_prefix_kernel`, grid (cdiv(B*G, BLOCK_M), H_kv, splits): a program takes BLOCK_M of the
              B*G query rows of one KV head (every sequence's G heads side by side) and walks one range of the
              prefix: scores = (BLOCK_M, D) x (D, BLOCK_N) per tile, online softmax; slots 1..splits
@@ -39,7 +39,7 @@ from pagedkv_lib.core.cascade_attention import common_prefix_blocks
 from .attention_args import LOG2E, check_paged_args, dot_args, num_sms
 from .backend import MISSING_TRITON, is_interpreted
 from .decode_config import cdiv, choose_config, next_power_of_2
-from .triton_decode_attention import launch_decode_attention
+from .triton_decode_attention import launch_decode_partials
 from .triton_decode_merge import reduce_splits
 
 try:
@@ -173,8 +173,8 @@ def launch_cascade_attention(q, k_cache, v_cache, block_tables, context_lens, sc
     slots = 1 + config.num_splits                                     # slot 0: the suffix
     part_out = torch.empty(B, H, slots, D, dtype=torch.float32, device=q.device)  # [B, H, SLOTS, D]
     part_lse = torch.empty(B, H, slots, dtype=torch.float32, device=q.device)     # [B, H, SLOTS]
-    launch_decode_attention(q, k_cache, v_cache, suffix_tables, suffix_lens, scale, suffix_config,
-                            states=(part_out, part_lse))
+    launch_decode_partials(q, k_cache, v_cache, suffix_tables, suffix_lens, scale, suffix_config, part_out,
+                           part_lse)
     precision, dot_dtype = dot_args(q, k_cache)
     prefix_table = block_tables[0, :num_prefix_blocks].contiguous()  # [n] the shared block ids
     G = H // H_kv
