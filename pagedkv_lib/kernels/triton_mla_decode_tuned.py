@@ -123,8 +123,7 @@ def _mla_decode_tuned_kernel(
     for t in range(t_whole, t_hi):                                      # by pointers, masked past the context
         pos = t * BLOCK_N + offs_n                                      # [BLOCK_N]
         ok = pos < n
-        # one block id per tile, loaded as a vector: a scalar load here stopped Triton pipelining the tile
-        blk = tl.load(block_tables_ptr + b * stride_btb + pos // BLOCK_SIZE).to(tl.int64)    # [BLOCK_N]
+        blk = tl.load(block_tables_ptr + b * stride_btb + pos // BLOCK_SIZE).to(tl.int64)   # [BLOCK_N], 1 id
         rows = kv_ptr + blk * stride_kvn + (pos % BLOCK_SIZE) * stride_kvs                   # [BLOCK_N]
         kv_lo = tl.load(rows[:, None] + offs_h[None, :], mask=ok[:, None], other=0.0).to(DOT_DTYPE)
         kv_hi = tl.load(rows[:, None] + HALF + offs_h[None, :], mask=ok[:, None], other=0.0).to(DOT_DTYPE)
