@@ -14,6 +14,8 @@ Methods:
                  from the profiler's kernel names
     cascade_m*   the cascade with the prefix kernel's other tiles and warps (CONFIGS); the table shows the
                  fastest of them, the speedups are the default's
+    flashinfer_cascade  FlashInfer's MultiLevelCascadeAttentionWrapper, 2 levels (flashinfer_baselines.py;
+                 "not installed" without FlashInfer)
 Bytes: the cache K/V each method must read (core.cascade_attention.kv_bytes_read: plain decode and SDPA read
 the prefix B times, the cascade once) + q + out; the cascade's fp32 states are listed apart. Floor: those
 bytes / the device-to-device copy bandwidth measured in the same run (gpu_harness). Timing: median CUDA-graph
@@ -28,6 +30,7 @@ import functools
 from dataclasses import replace
 from pathlib import Path
 
+import flashinfer_baselines as fi
 import gpu_harness as gh
 import torch
 import torch.nn.functional as F
@@ -114,10 +117,20 @@ def bench_shape(shape: dict, B: int, P: int, copy_gbs: float) -> dict:
         return launch_decode_attention(s["q"], s["k_cache"], s["v_cache"], s["block_tables"],
                                        s["context_lens"], scale, dec_cfg)
 
+    flashinfer_runs = {}
+
+    def flashinfer_cascade(s):
+        """FlashInfer's 2-level cascade, planned once per set on first use (outside the timed region:
+        time_calls calls each set once before it times)."""
+        if id(s) not in flashinfer_runs:
+            flashinfer_runs[id(s)] = fi.cascade_calls([s], S, (H, H_kv, D), scale)[0]
+        return flashinfer_runs[id(s)]()
+
     ref = reference(s0, shape, scale)
     methods = {"cascade": (cascade, kv["cascade"] + qo), "paged_v3": (paged, kv["paged"] + qo),
                "sdpa": (functools.partial(sdpa, shape=shape, scale=scale), kv["paged"] + qo)}
     alternatives = CONFIGS if gh.CUDA else SMOKE_CONFIGS
+    methods["flashinfer_cascade"] = (flashinfer_cascade, kv["cascade"] + qo)
     for block_m, block_n, warps, stages in alternatives:
         cfg = replace(choose_cascade_config(B, H, H_kv, D, P, num_sms=sms, interpreted=not gh.CUDA,
                                             block_m=block_m, block_n=block_n), num_warps=warps,
@@ -135,6 +148,8 @@ def bench_shape(shape: dict, B: int, P: int, copy_gbs: float) -> dict:
             entry.update(us=timed["us"], timing=timed["timing"],
                          floor_us=nbytes / (copy_gbs * 1e9) * 1e6 if gh.CUDA else float("nan"))
             entry["of_floor"] = entry["floor_us"] / entry["us"]
+        if label == "flashinfer_cascade":
+            entry["backend"] = f"flashinfer {fi.version()}, 2 levels"
         if label == "sdpa":
             entry["kernels"] = gh.attempt(entry, gh.kernel_names, functools.partial(fn, s0)) or []
             entry["backend"] = gh.sdpa_backend(entry["kernels"])
@@ -144,7 +159,7 @@ def bench_shape(shape: dict, B: int, P: int, copy_gbs: float) -> dict:
     tried = [(e["us"], k) for k, e in m.items() if k.startswith("cascade_") and "us" in e]
     if tried:
         row["best_cascade_config"] = min(tried)[1]
-    for other in ("paged_v3", "sdpa"):
+    for other in ("paged_v3", "sdpa", "flashinfer_cascade"):
         if "us" in m["cascade"] and "us" in m.get(other, {}):
             row[f"speedup_vs_{other}"] = m[other]["us"] / m["cascade"]["us"]
     return row
@@ -161,7 +176,7 @@ def table(result: dict) -> str:
         if "methods" not in r:
             lines.append(f"{r.get('B', '?'):>4} {r.get('prefix', '?'):>6} failed: {r.get('error', r)}")
             continue
-        shown = ["cascade", r.get("best_cascade_config"), "paged_v3", "sdpa"]
+        shown = ["cascade", r.get("best_cascade_config"), "paged_v3", "sdpa", "flashinfer_cascade"]
         for label, e in [(k, r["methods"][k]) for k in shown if k in r["methods"]]:
             if "us" not in e:
                 lines.append(f"{r['B']:>4} {r['prefix']:>6} {label:>22} failed: {e.get('error', '?')[:60]}")
@@ -169,9 +184,12 @@ def table(result: dict) -> str:
             note = e.get("backend", "")
             if label == "cascade":
                 note = f"rule: {'cascade' if r['rule'] else 'plain'}"
+            if label == "flashinfer_cascade":
+                note = "flashinfer"
             lines.append(f"{r['B']:>4} {r['prefix']:>6} {label:>22} {e['us']:9.1f} {e['bytes'] / 1e6:9.1f} "
                          f"{e['floor_us']:9.1f} {e['of_floor']:8.1%} {e['rel_err']:8.1e} {note:>14}")
-        speed = [f"{r[k]:.2f}x over {k[11:]}" for k in ("speedup_vs_paged_v3", "speedup_vs_sdpa") if k in r]
+        speed = [f"{r[k]:.2f}x over {k[11:]}" for k in ("speedup_vs_paged_v3", "speedup_vs_sdpa",
+                                                        "speedup_vs_flashinfer_cascade") if k in r]
         if speed:
             lines.append(f"{'':>11} cascade (default config): " + ", ".join(speed))
     return "\n".join(lines)
@@ -182,8 +200,11 @@ def main() -> None:
     ap.add_argument("--out", default="benchmarks/results")
     ap.add_argument("--smoke", action="store_true", help="tiny shapes in the interpreter (CPU)")
     ap.add_argument("--budget-s", type=float, default=420.0)
+    ap.add_argument("--prefixes", help="comma-separated shared prefix lengths (default: all)")
     args = ap.parse_args()
-    shape = SMOKE if args.smoke or not gh.CUDA else FULL
+    shape = dict(SMOKE if args.smoke or not gh.CUDA else FULL)
+    if args.prefixes:
+        shape["prefixes"] = tuple(int(x) for x in args.prefixes.split(","))
     out = Path(args.out)
     budget = gh.Budget(args.budget_s)
     dims = {k: v for k, v in shape.items() if k not in ("batches", "prefixes")}

@@ -12,6 +12,9 @@ backend it picked is read from the profiler's kernel names), and FLASH, EFFICIEN
 folded into the query length (q viewed [B, H_kv, G, D]: exact for one query per sequence); ragged batches
 padded to the longest context with a key mask (the padding's bytes are not counted: its cost is the
 baseline's); `flash_varlen`: aten._flash_attention_forward on packed ragged K/V (no padding).
+FlashInfer's BatchDecodeWithPagedKVCacheWrapper on the same paged caches, on CUDA cores
+(`flashinfer_decode`) and tensor cores (`flashinfer_decode_tc`), where FlashInfer is installed
+(flashinfer_baselines.py; elsewhere the rows say "not installed"); the targets compare v3 with the faster.
 The library's rows use its defaults (PDL where the device has it); triton_vN times DecodeConfig version N,
 whose kernel the table's note names (triton_decode_attention.KERNELS: v1 paged_decode_kernel, v2
 split_kv_decode_kernel + reduce_splits, v3 chunked_decode_kernel + merge_chunks); `triton_tuned` the sweep's
@@ -26,6 +29,7 @@ import json
 import time
 from pathlib import Path
 
+import flashinfer_baselines as fi
 import gpu_harness as gh
 import torch
 import torch.nn.functional as F
@@ -50,6 +54,7 @@ FP8_SHAPES = tuple(DECODE_SHAPES)          # fp8 must never be slower than bf16:
 FP8_TARGETS = {"64x4096": 1.6}             # fp8 v3 over bf16 v3; every other shape: >= 1.0 (never slower)
 SDPA_BACKENDS = {"sdpa_flash": "FLASH_ATTENTION", "sdpa_efficient": "EFFICIENT_ATTENTION",
                  "sdpa_cudnn": "CUDNN_ATTENTION"}
+FLASHINFER = {"flashinfer_decode": False, "flashinfer_decode_tc": True}   # row: use_tensor_cores
 TARGETS = {  # shape: (method, kind, bound) -- "frac" >= bound, "us" <= bound
     "ragged64": ("triton_v3", "frac", 0.92), "ragged8": ("triton_v3", "frac", 0.60),
     "1x4096": ("triton_v3", "us", 9.0), "8x4096": ("triton_v3", "frac", 0.85),
@@ -83,6 +88,10 @@ def sdpa_calls(sets, backend: str | None):
             out = F.scaled_dot_product_attention(q, s["k"], s["v"], attn_mask=mask, scale=SCALE)
         return out.reshape(B, H, D)
     return [functools.partial(call, s) for s in sets]
+
+
+def flashinfer_calls(sets, S, tensor_cores: bool):
+    return fi.decode_calls(sets, S, (H, H_KV, D), SCALE, tensor_cores), None
 
 
 def _flash_varlen(q, k, v, cu_q, cu_k, max_k):
@@ -137,6 +146,8 @@ def bench_shape(name, tuned, copy_gbs, samples) -> dict:
     for label, backend in SDPA_BACKENDS.items():
         methods[label] = functools.partial(lambda b: (sdpa_calls(sets, b), None), backend)
     methods["flash_varlen"] = lambda: (flash_varlen_calls(sets), None)
+    for label, tensor_cores in FLASHINFER.items():
+        methods[label] = functools.partial(flashinfer_calls, sets, S, tensor_cores)
     ref8 = decode_reference(sets[0], SCALE, fp8=True) if fp8 else None
     for label, make in methods.items():
         entry = row["methods"].setdefault(label, {})
@@ -152,6 +163,8 @@ def bench_shape(name, tuned, copy_gbs, samples) -> dict:
         if cfg is not None and "us" in entry:
             first = calls[0]().clone()
             entry["deterministic"] = all(torch.equal(first, calls[0]()) for _ in range(3))
+        if label in FLASHINFER:
+            entry["backend"] = f"flashinfer {fi.version()} {'tensor cores' if FLASHINFER[label] else 'fa2'}"
         if label.startswith("sdpa") or label == "flash_varlen":
             entry["kernels"] = gh.attempt(entry, gh.kernel_names, calls[0]) or []
             entry["backend"] = gh.sdpa_backend(entry["kernels"])
@@ -164,6 +177,9 @@ def bench_shape(name, tuned, copy_gbs, samples) -> dict:
             if (k.startswith("sdpa") or k == "flash_varlen") and m.get("correct")]
     if sdpa:
         row["best_baseline_us"] = min(m["us"] for m in sdpa)
+    timed = [m["us"] for k, m in row["methods"].items() if k in FLASHINFER and m.get("correct")]
+    if timed:
+        row["flashinfer_us"] = min(timed)
     return row
 
 
@@ -188,6 +204,11 @@ def table(result) -> str:
                          f"{m['rel_err']:8.1e}  {note}")
     lines.append("targets (same run):")
     for r in result["shapes"]:
+        v3 = r["methods"].get("triton_v3", {})
+        if "flashinfer_us" in r and "us" in v3:
+            ratio = r["flashinfer_us"] / v3["us"]
+            lines.append(f"  {r['shape']:>10} {'triton_v3':>16}: {ratio:.2f}x the fastest FlashInfer row "
+                         f"({r['flashinfer_us']:.1f} us) >= 1.0: {'MET' if ratio >= 1.0 else 'missed'}")
         if r["shape"] in TARGETS:
             method, kind, bound = TARGETS[r["shape"]]
             for label in (method, "triton_tuned"):

@@ -17,7 +17,9 @@ which charged cuDNN 680 instead of 544 us at 8 x 2048). GQA: enable_gqa=True fir
 rejects it, K/V heads repeated G times beforehand (outside the timing; the row says `gqa: repeat`); where
 the causal bias has no kernel under a forced backend, an explicit boolean lower-right mask (`causal: mask`).
 The kernel that really ran is read from the profiler (`backend`): a forced backend can silently fall through
-to another inside the causal-bias path.
+to another inside the causal-bias path. FlashInfer's BatchPrefillWithPagedKVCacheWrapper, backends fa2 and
+fa3, on the same paged caches where FlashInfer is installed (flashinfer_baselines.py); issue 39's targets
+compare the kernel with the faster of fa3 and the best SDPA row.
 """
 import argparse
 import contextlib
@@ -26,6 +28,7 @@ import json
 import time
 from pathlib import Path
 
+import flashinfer_baselines as fi
 import gpu_harness as gh
 import torch
 import torch.nn.functional as F
@@ -46,6 +49,8 @@ from pagedkv_lib.kernels.triton_prefill_attention import choose_prefill_config, 
 SCALE = D**-0.5
 SDPA_LAYOUT = "[B, H, q_len, D]: SDPA's own output layout; the copy to the kernel's [T, H, D] is not timed"
 TARGETS = {"cold8x2048": 0.65, "cold32x512": 0.50, "chunked16x(2048+512)": 1.00}   # of the fastest SDPA
+FLASHINFER = {"flashinfer_fa2": "fa2", "flashinfer_fa3": "fa3"}    # row: the prefill wrapper's backend
+BASELINE_TARGETS = {"cold8x2048": 0.8, "cold1x8192": 0.8, "chunked16x(2048+512)": 0.8, "cold32x512": 0.6}
 SDPA_BACKENDS = {"sdpa_default": None, "sdpa_flash": "FLASH_ATTENTION",
                  "sdpa_efficient": "EFFICIENT_ATTENTION", "sdpa_cudnn": "CUDNN_ATTENTION"}
 
@@ -168,6 +173,13 @@ def bench_shape(name, tuned, tuned_fp8, samples, matmul_tflops) -> dict:
         gh.log(f"  {name} {label:>16} " + (f"{entry['us']:9.1f} us {entry['tflops']:6.1f} TFLOP/s "
                                             f"[{entry.get('backend')}, gqa {entry.get('gqa')}]"
                                             if "us" in entry else entry.get("error", "")[:100]))
+    for label, backend in FLASHINFER.items():
+        entry = row["methods"].setdefault(label, {"backend": f"flashinfer {fi.version()} {backend}"})
+        calls = gh.attempt(entry, fi.prefill_calls, sets, S, (H, H_KV, D), SCALE, backend)
+        if calls:
+            gh.attempt(entry, measure, entry, calls, ref, flops, samples)
+        gh.log(f"  {name} {label:>16} " + (f"{entry['us']:9.1f} us {entry['tflops']:6.1f} TFLOP/s"
+                                            if "us" in entry else entry.get("error", "")[:100]))
     for a, b in (("triton_fp8", "triton"), ("triton_fp8_tuned", "triton_tuned")):   # default vs default
         fp8, bf16 = row["methods"].get(a, {}), row["methods"].get(b, {})
         if "us" in bf16 and "us" in fp8:
@@ -176,6 +188,11 @@ def bench_shape(name, tuned, tuned_fp8, samples, matmul_tflops) -> dict:
     if sdpa:
         best = max(sdpa, key=lambda k: sdpa[k]["tflops"])
         row["best_sdpa"] = dict(method=best, tflops=sdpa[best]["tflops"], backend=sdpa[best].get("backend"))
+    baselines = {k: m for k, m in row["methods"].items()
+                 if (k.startswith("sdpa") or k == "flashinfer_fa3") and m.get("correct")}
+    if baselines:
+        best = max(baselines, key=lambda k: baselines[k]["tflops"])
+        row["best_baseline"] = dict(method=best, tflops=baselines[best]["tflops"])
     for m in row["methods"].values():
         if "tflops" in m:
             m["frac_best_sdpa"] = m["tflops"] / row["best_sdpa"]["tflops"] if sdpa else float("nan")
@@ -192,7 +209,9 @@ def table(result) -> str:
             if "us" not in m:
                 lines.append(f"{r['shape']:>22} {label:>15} {'-':>9}  {m.get('error', '')[:70]}")
                 continue
-            note = f"[{m['backend']}] gqa {m.get('gqa')} causal {m.get('causal')}" if "backend" in m else ""
+            note = f"[{m['backend']}]" if "backend" in m else ""
+            if "gqa" in m:
+                note += f" gqa {m['gqa']} causal {m['causal']}"
             if "config" in m:
                 c = m["config"]
                 note = f"M{c['block_m']} N{c['block_n']} w{c['num_warps']} s{c['num_stages']}"
@@ -208,6 +227,14 @@ def table(result) -> str:
                     best = f"{r['best_sdpa']['method']}, {r['best_sdpa']['backend']}"
                     lines.append(f"  target {r['shape']} {label}: {m['frac_best_sdpa']:.1%} of the best SDPA "
                                  f"({best}) >= {bound:.0%}: {ok}")
+            bound = BASELINE_TARGETS.get(r["shape"])
+            for label in ("triton", "triton_tuned"):
+                m = r["methods"].get(label, {})
+                if "tflops" in m and bound and "best_baseline" in r:
+                    frac = m["tflops"] / r["best_baseline"]["tflops"]
+                    lines.append(f"  target {r['shape']} {label}: {frac:.1%} of the faster of FlashInfer fa3 "
+                                 f"and SDPA ({r['best_baseline']['method']}) >= {bound:.0%}: "
+                                 f"{'MET' if frac >= bound else 'missed'}")
             for label in ("triton_fp8", "triton_fp8_tuned"):
                 m = r["methods"].get(label, {})
                 if "speedup_vs_bf16" in m:

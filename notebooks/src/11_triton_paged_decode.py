@@ -402,6 +402,18 @@ print("\ntargets (benchmarks/results/bench_decode.txt):")
 print(bench_findings.target_verdicts(results.stored_text("bench_decode.txt")) or "none stored")
 
 # %% [markdown]
+# **Beside FlashInfer.** vLLM and SGLang decode through FlashInfer on Hopper. A later run, on an H100,
+# added FlashInfer's `BatchDecodeWithPagedKVCacheWrapper` to the same benchmark, on the same paged caches
+# (its NHD layout is the course's), with its two paths as rows: CUDA cores (`flashinfer_decode`) and tensor
+# cores (`flashinfer_decode_tc`). Every row of a shape comes from one process, so the times compare:
+
+# %%
+fi_decode = results.stored("flashinfer_run/bench_decode.json")
+print(bench_findings.flashinfer_table(fi_decode, ("triton_v3", "sdpa_default"),
+                                      ("flashinfer_decode", "flashinfer_decode_tc"))
+      if fi_decode else "no FlashInfer run stored (benchmarks/results/flashinfer_run/)")
+
+# %% [markdown]
 # - **The kernel wins on ragged and small batches.** v3 cuts the actual contexts into chunks of equal work,
 #   where v1 and v2 wait for the longest sequence; SDPA's default dispatch runs cuDNN on a batch padded to
 #   the longest context, and FLASH forced has no kernel that takes a padded batch's mask. On one sequence

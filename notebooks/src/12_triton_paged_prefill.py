@@ -253,6 +253,19 @@ print("\ntargets (benchmarks/results/bench_prefill.txt):")
 print(bench_findings.target_verdicts(results.stored_text("bench_prefill.txt")) or "none stored")
 
 # %% [markdown]
+# **Beside FlashInfer.** The H100 run that added FlashInfer timed its `BatchPrefillWithPagedKVCacheWrapper`
+# on the same paged caches with both of its Hopper backends: `fa2` (FlashAttention-2's design) and `fa3`
+# (FlashAttention-3's: warp-specialised producer and consumer warps, TMA loads, the softmax of one tile
+# overlapped with the matrix products of the next). The course's kernel and SDPA's default dispatch beside
+# them, one process per shape:
+
+# %%
+fi_prefill = results.stored("flashinfer_run/bench_prefill.json")
+print(bench_findings.flashinfer_table(fi_prefill, ("triton", "sdpa_default"),
+                                      ("flashinfer_fa2", "flashinfer_fa3"))
+      if fi_prefill else "no FlashInfer run stored (benchmarks/results/flashinfer_run/)")
+
+# %% [markdown]
 # Compute-bound, as the roofline says: the kernel runs well below the dense matmul's rate (the end of each
 # bullet), with the online softmax's exponentials and the masked diagonal tiles taking the rest. The tile
 # sweep of 2026-12-01 chose the default tiles printed above (the best worst case over the measured shapes);

@@ -266,16 +266,19 @@ print("rows through the table equal rows by slot:", torch.equal(rows, by_slot))
 # sizes, against the multi-head form in float64:
 
 # %%
+from pagedkv_lib.kernels import backend  # first: chooses the interpreter on a CPU, before any kernel
 from pagedkv_lib.kernels.triton_mla_decode import mla_latent_attention_triton
 
+dev = backend.device()                    # the GPU where there is one, else the CPU (the interpreter)
 small = make_mla_batch([1, 63, 64, 65], block_size=64, num_heads=4, kv_lora_rank=32, rope_dim=8, nope_dim=8,
                        v_dim=8, extra_padding=1, seed=2, dtype=torch.float32)
 args = (small.q[0], small.kv_cache[0], small.block_tables, small.context_lens, small.w_uk[0], small.w_uv[0],
         small.cos, small.sin)
-on_kernel = mla_decode_absorbed(*args, attention=mla_latent_attention_triton)
+on_kernel = mla_decode_absorbed(*(a.to(dev) for a in args), attention=mla_latent_attention_triton)
 reference = mla_decode_multihead(*(a.double() if a.is_floating_point() else a for a in args))
+print("Triton kernels run:", "in the interpreter (CPU)" if backend.is_interpreted() else "natively (GPU)")
 print("Triton (float32) = multi-head (float64) to 1e-5:",
-      torch.allclose(on_kernel.double(), reference, rtol=1e-5, atol=1e-5))
+      torch.allclose(on_kernel.cpu().double(), reference, rtol=1e-5, atol=1e-5))
 
 # %% [markdown]
 # When the batch is too small to give every SM a program (one sequence has only 128 / BLOCK_H of them), the
@@ -285,6 +288,21 @@ print("Triton (float32) = multi-head (float64) to 1e-5:",
 # and reads the FP8 record. `benchmarks/bench_mla.py` times the course's kernel at DeepSeek-V3's decode
 # shapes (128 heads, C = 512, R = 64, pages of 64) on a GPU, against the measured copy bandwidth and matmul
 # rate.
+#
+# The teaching kernel above is written to be read. `pagedkv_lib/kernels/triton_mla_decode_tuned.py` is the
+# same computation laid out for a Hopper GPU: 64 heads are the M side of both matrix products (one
+# warpgroup's MMA height), a tile of tokens lies inside one cache block (one block id per tile, contiguous
+# rows), C and R are powers of two (no masks on the feature axis), and the loads are pipelined. An H100
+# run timed both beside FlashInfer's MLA kernels (`BatchMLAPagedAttentionWrapper`, backends fa2 and fa3)
+# on the same latent cache, read in place as its c and k_pe views, 4,096 tokens per sequence:
+
+# %%
+from pagedkv_lib.studies import results
+from pagedkv_lib.viz import bench_findings
+
+fi_mla = results.stored("flashinfer_run3/bench_mla.json")
+print(bench_findings.mla_flashinfer_table(fi_mla) if fi_mla
+      else "no run stored (benchmarks/results/flashinfer_run3/)")
 
 # %% [markdown]
 # ## Exercises

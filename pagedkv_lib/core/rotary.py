@@ -14,18 +14,20 @@ import torch
 
 def rope_angles(positions: torch.Tensor, rope_dim: int,
                 base: float = 10000.0) -> tuple[torch.Tensor, torch.Tensor]:
-    """(cos, sin), each [T, R / 2] float64, for the int positions [T]."""
+    """(cos, sin), each [T, R / 2] float64 on the positions' device, for the int positions [T]."""
     if rope_dim < 2 or rope_dim % 2:
         raise ValueError(f"rope_dim: expected an even number >= 2, got {rope_dim}")
-    inv_freq = base ** (-torch.arange(0, rope_dim, 2, dtype=torch.float64) / rope_dim)   # [R / 2]
-    angles = torch.outer(positions.to(torch.float64).cpu(), inv_freq)                    # [T, R / 2]
+    exponents = torch.arange(0, rope_dim, 2, dtype=torch.float64, device=positions.device) / rope_dim
+    inv_freq = base ** -exponents                                                        # [R / 2]
+    angles = torch.outer(positions.to(torch.float64), inv_freq)                          # [T, R / 2]
     return angles.cos(), angles.sin()
 
 
 def apply_rope_interleaved(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """x [..., R] rotated pair by pair: a new tensor of x's dtype. cos, sin broadcast against [..., R / 2]."""
+    """x [..., R] rotated pair by pair: a new tensor of x's dtype and device. cos, sin broadcast against
+    [..., R / 2] (on any device: they are moved to x's)."""
     pairs = x.reshape(*x.shape[:-1], x.shape[-1] // 2, 2)               # [..., R / 2, 2]
     even, odd = pairs[..., 0], pairs[..., 1]                            # [..., R / 2] each
-    cos, sin = cos.to(x.dtype), sin.to(x.dtype)
+    cos, sin = cos.to(device=x.device, dtype=x.dtype), sin.to(device=x.device, dtype=x.dtype)
     turned = torch.stack((even * cos - odd * sin, odd * cos + even * sin), dim=-1)   # [..., R / 2, 2]
     return turned.flatten(-2)                                           # [..., R]

@@ -4,9 +4,9 @@ Shapes: docs/conventions.md (B sequences, H = H_kv * G query heads, D head dim, 
 launches, all writing or reading one fp32 state buffer [B, H, SLOTS, (D | 1)] of normalised partial outputs
 and base-2 log-sum-exps, the layout of split-KV decode (v2):
 
-    suffix   the course's split-KV decode kernel (triton_decode_attention, v2, `states=`): each sequence's own
-             tokens after the prefix, through the rest of its block table; slot 0 (an empty suffix writes
-             lse = -inf, o = 0, which the merge weighs 0)
+    suffix   the course's split-KV decode kernel (triton_decode_attention, v2, `launch_decode_partials`):
+             each sequence's own tokens after the prefix, through the rest of its block table; slot 0 (an
+             empty suffix writes lse = -inf, o = 0, which the merge weighs 0)
     prefix   `_shared_prefix_kernel`, grid (cdiv(B*G, BLOCK_M), H_kv, splits): a program takes BLOCK_M of the
              B*G query rows of one KV head (every sequence's G heads side by side) and walks one range of the
              prefix: scores = (BLOCK_M, D) x (D, BLOCK_N) per tile, online softmax; slots 1..splits
@@ -39,7 +39,7 @@ from pagedkv_lib.core.cascade_attention import common_prefix_blocks
 from .attention_args import LOG2E, check_paged_args, dot_args, num_sms
 from .backend import MISSING_TRITON, is_interpreted
 from .decode_config import cdiv, choose_config, next_power_of_2
-from .triton_decode_attention import launch_decode_attention
+from .triton_decode_attention import launch_decode_partials
 from .triton_decode_merge import reduce_splits
 
 try:
@@ -52,6 +52,10 @@ __all__ = ["CascadeConfig", "cascade_attention_decode_triton", "choose_cascade_c
            "launch_cascade_attention"]
 
 WAVES = 2                    # prefix programs per SM the splits aim at
+SMALL_TILE_N = 32            # block_n once the batch alone gives a quarter of the SMs a program: on an H100
+                             # (benchmarks/results/flashinfer_run/bench_cascade.txt, prefix 4096, 64 rows x
+                             # 32 tokens vs x 64) 75 vs 86 us at B = 128 (64 programs), 124 vs 141 at B = 256,
+                             # and 48 vs 42 at B = 64 (32 programs), where 64 stays
 
 
 @dataclass(frozen=True)
@@ -70,11 +74,11 @@ def choose_cascade_config(B: int, H: int, H_kv: int, D: int, prefix_len: int, *,
                           num_splits: int | None = None) -> CascadeConfig:
     """Tiles and prefix splits for B sequences sharing prefix_len tokens; deterministic in its arguments.
     num_splits None: enough to give WAVES programs per SM, never an empty split. block_m, block_n: >= 16
-    (tl.dot), powers of two."""
+    (tl.dot), powers of two; block_n None: 64, or SMALL_TILE_N when the programs fill a quarter of the SMs."""
     block_d = max(16, next_power_of_2(D))
-    block_n = block_n or (16 if interpreted else 64)
     block_m = block_m or (16 if interpreted else 64)
     programs = cdiv(B * (H // H_kv), block_m) * H_kv
+    block_n = block_n or (16 if interpreted else 64 if 4 * programs < num_sms else SMALL_TILE_N)
     want = num_splits or cdiv(WAVES * num_sms, programs)
     splits = max(1, min(want, cdiv(prefix_len, block_n)))
     tokens_per_split = cdiv(cdiv(prefix_len, splits), block_n) * block_n
@@ -169,8 +173,8 @@ def launch_cascade_attention(q, k_cache, v_cache, block_tables, context_lens, sc
     slots = 1 + config.num_splits                                     # slot 0: the suffix
     part_out = torch.empty(B, H, slots, D, dtype=torch.float32, device=q.device)  # [B, H, SLOTS, D]
     part_lse = torch.empty(B, H, slots, dtype=torch.float32, device=q.device)     # [B, H, SLOTS]
-    launch_decode_attention(q, k_cache, v_cache, suffix_tables, suffix_lens, scale, suffix_config,
-                            states=(part_out, part_lse))
+    launch_decode_partials(q, k_cache, v_cache, suffix_tables, suffix_lens, scale, suffix_config, part_out,
+                           part_lse)
     precision, dot_dtype = dot_args(q, k_cache)
     prefix_table = block_tables[0, :num_prefix_blocks].contiguous()  # [n] the shared block ids
     G = H // H_kv

@@ -54,8 +54,8 @@ try:
 except ImportError as exc:  # triton is optional off Linux
     raise ImportError(MISSING_TRITON) from exc
 
-__all__ = ["KERNELS", "DecodeConfig", "choose_config", "launch_decode_attention", "paged_attention_decode",
-           "paged_attention_decode_reference", "paged_attention_decode_triton"]
+__all__ = ["KERNELS", "DecodeConfig", "choose_config", "launch_decode_attention", "launch_decode_partials",
+           "paged_attention_decode", "paged_attention_decode_reference", "paged_attention_decode_triton"]
 
 
 paged_attention_decode_reference = paged_attention_decode   # core.paged_attention, fp8 caches too
@@ -285,29 +285,14 @@ KERNELS = {1: paged_decode_kernel, 2: split_kv_decode_kernel, 3: chunked_decode_
 # ----------------------------------------------------------------------------------------------------------
 # Launchers
 
-def launch_decode_attention(q, k_cache, v_cache, block_tables, context_lens, scale: float,
-                            config: DecodeConfig, out: torch.Tensor | None = None, *, k_scale=None,
-                            v_scale=None, states: tuple | None = None) -> torch.Tensor:
-    """Launch `config.version`'s kernel (and its merge) with no checks (timing, CUDA graphs): validate once
-    with the checked launcher.
-
-    k_scale, v_scale: None (1.0), a float, or a 1-element float32 tensor on the device. Beyond the checked
-    contract, a context length of 0 (a CUDA graph's padding row, engine/decode_graphs.py) reads nothing and
-    outputs zeros in v1 and v3 (v2 would merge P empty splits into NaN).
-    states (v2 only): (part_out [B, H, P', D], part_lse [B, H, P']) fp32 with P' >= config.num_splits; the
-    splits' states go to slots 0..num_splits-1 (an empty split: lse -inf, o 0), nothing is merged and `out`
-    is not written: the caller merges them with other parts (triton_cascade_attention).
-    """
-    B, H, D = q.shape
+def _launch_common(q, k_cache, config: DecodeConfig, k_scale, v_scale) -> tuple:
+    """What every version's launch passes: (heads per sequence, the kernels' constants and launch options,
+    k_scale, v_scale with None read as 1.0)."""
+    H, D = q.shape[1:]
     H_kv, S = k_cache.shape[2], k_cache.shape[1]
     G = H // H_kv
-    if out is None:
-        out = torch.empty_like(q)                                     # [B, H, D]
-    heads = H_kv * triton.cdiv(G, config.block_g)                     # head tiles per sequence
-    if k_scale is None:
-        k_scale = 1.0
-    if v_scale is None:
-        v_scale = 1.0
+    k_scale = 1.0 if k_scale is None else k_scale
+    v_scale = 1.0 if v_scale is None else v_scale
     precision, dot_dtype = dot_args(q, k_cache)
     common = dict(NUM_HEADS=H, NUM_KV_HEADS=H_kv, GROUP=G, HEAD_DIM=D, BLOCK_SIZE=S, BLOCK_G=config.block_g,
                   BLOCK_N=config.block_n, BLOCK_D=config.block_d, K_SCALE_PTR=torch.is_tensor(k_scale),
@@ -315,21 +300,49 @@ def launch_decode_attention(q, k_cache, v_cache, block_tables, context_lens, sca
                   USE_PDL=config.pdl, num_warps=config.num_warps, num_stages=config.num_stages)
     if config.pdl:
         common["launch_pdl"] = True
+    return H_kv * triton.cdiv(G, config.block_g), common, k_scale, v_scale
+
+
+def launch_decode_partials(q, k_cache, v_cache, block_tables, context_lens, scale: float,
+                           config: DecodeConfig, part_out: torch.Tensor, part_lse: torch.Tensor, *,
+                           k_scale=None, v_scale=None) -> tuple:
+    """v2's split kernel alone (no checks), into the caller's fp32 states: part_out [B, H, P', D] and
+    part_lse [B, H, P'] with P' >= config.num_splits; the splits go to slots 0..num_splits-1 (an empty
+    split: lse -inf, o 0) and nothing is merged: the caller merges them with other parts (the cascade,
+    triton_cascade_attention). Returns (part_out, part_lse)."""
+    B = q.shape[0]
+    heads, common, k_scale, v_scale = _launch_common(q, k_cache, config, k_scale, v_scale)
+    split_kv_decode_kernel[(B, heads, config.num_splits)](
+        q, k_cache, v_cache, k_scale, v_scale, block_tables, context_lens, part_out, part_lse,
+        block_tables.stride(0), config.tokens_per_split, scale * LOG2E, NUM_SLOTS=part_out.shape[2], **common)
+    return part_out, part_lse
+
+
+def launch_decode_attention(q, k_cache, v_cache, block_tables, context_lens, scale: float,
+                            config: DecodeConfig, out: torch.Tensor | None = None, *, k_scale=None,
+                            v_scale=None) -> torch.Tensor:
+    """Launch `config.version`'s kernel (and its merge) with no checks (timing, CUDA graphs): validate once
+    with the checked launcher. Writes and returns `out` [B, H, D] (a new tensor when None).
+
+    k_scale, v_scale: None (1.0), a float, or a 1-element float32 tensor on the device. Beyond the checked
+    contract, a context length of 0 (a CUDA graph's padding row, engine/decode_graphs.py) reads nothing and
+    outputs zeros in v1 and v3 (v2 would merge P empty splits into NaN). The split states alone, unmerged:
+    `launch_decode_partials`.
+    """
+    B, H, D = q.shape
+    if out is None:
+        out = torch.empty_like(q)                                     # [B, H, D]
+    heads, common, k_scale, v_scale = _launch_common(q, k_cache, config, k_scale, v_scale)
     inputs = (q, k_cache, v_cache, k_scale, v_scale, block_tables, context_lens)
     if config.version == 1:
         paged_decode_kernel[(B, heads)](*inputs, out, block_tables.stride(0), scale * LOG2E, **common)
     elif config.version == 2:
         P = config.num_splits
-        if states is None:
-            part_out = torch.empty(B, H, P, D, dtype=torch.float32, device=q.device)  # [B, H, P, D]
-            part_lse = torch.empty(B, H, P, dtype=torch.float32, device=q.device)     # [B, H, P]
-        else:
-            part_out, part_lse = states                               # [B, H, P', D], [B, H, P']
-        split_kv_decode_kernel[(B, heads, P)](
-            *inputs, part_out, part_lse, block_tables.stride(0), config.tokens_per_split, scale * LOG2E,
-            NUM_SLOTS=part_out.shape[2], **common)
-        if states is None:
-            reduce_splits(part_out, part_lse, out, pdl=config.pdl)
+        part_out = torch.empty(B, H, P, D, dtype=torch.float32, device=q.device)  # [B, H, P, D]
+        part_lse = torch.empty(B, H, P, dtype=torch.float32, device=q.device)     # [B, H, P]
+        launch_decode_partials(q, k_cache, v_cache, block_tables, context_lens, scale, config, part_out,
+                               part_lse, k_scale=k_scale, v_scale=v_scale)
+        reduce_splits(part_out, part_lse, out, pdl=config.pdl)
     else:
         part_out = torch.empty(config.max_items, H, D, dtype=torch.float32, device=q.device)  # [items, H, D]
         part_lse = torch.empty(config.max_items, H, dtype=torch.float32, device=q.device)     # [items, H]
@@ -337,7 +350,7 @@ def launch_decode_attention(q, k_cache, v_cache, block_tables, context_lens, sca
             *inputs, out, part_out, part_lse, block_tables.stride(0), B, config.target_items,
             config.min_chunk, config.max_chunk, config.balanced_x8, scale * LOG2E, BLOCK_B=plan_width(B),
             **common)
-        merge_chunks(part_out, part_lse, out, context_lens, config, G)
+        merge_chunks(part_out, part_lse, out, context_lens, config, H // k_cache.shape[2])
     return out
 
 

@@ -37,7 +37,8 @@ try:
 except ImportError as exc:  # triton is optional off Linux
     raise ImportError(MISSING_TRITON) from exc
 
-__all__ = ["choose_num_splits", "launch_mla_decode", "mla_latent_attention", "mla_latent_attention_triton"]
+__all__ = ["check_mla_args", "choose_num_splits", "launch_mla_decode", "mla_latent_attention",
+           "mla_latent_attention_triton"]
 
 Q_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -154,12 +155,9 @@ def choose_num_splits(B: int, H: int, max_context_len: int, sms: int, block_h: i
     return max(1, min(32, -(-sms // programs), max_context_len // min_tokens))
 
 
-def mla_latent_attention_triton(q_latent: torch.Tensor, kv_cache: torch.Tensor, block_tables: torch.Tensor,
-                                context_lens: torch.Tensor, kv_lora_rank: int, scale: float,
-                                num_splits: int | None = None) -> torch.Tensor:
-    """`mla_latent_attention` on the Triton kernel, after checking types, shapes, dtypes, contiguity and
-    devices: a new [B, H, C] tensor of q_latent's dtype. num_splits None: `choose_num_splits` (which reads
-    the longest context: one device-to-host copy)."""
+def check_mla_args(q_latent: torch.Tensor, kv_cache: torch.Tensor, block_tables: torch.Tensor,
+                   context_lens: torch.Tensor, kv_lora_rank: int) -> None:
+    """Raise unless the kernels can read these: types, shapes, dtypes, contiguity, one device."""
     for name, t, ndim in (("q_latent", q_latent, 3), ("kv_cache", kv_cache, 3),
                           ("block_tables", block_tables, 2), ("context_lens", context_lens, 1)):
         if not isinstance(t, torch.Tensor):
@@ -186,6 +184,16 @@ def mla_latent_attention_triton(q_latent: torch.Tensor, kv_cache: torch.Tensor, 
     devices = {t.device for t in (q_latent, kv_cache, block_tables, context_lens)}
     if len(devices) != 1:
         raise ValueError(f"expected all tensors on one device, got {sorted(map(str, devices))}")
+
+
+def mla_latent_attention_triton(q_latent: torch.Tensor, kv_cache: torch.Tensor, block_tables: torch.Tensor,
+                                context_lens: torch.Tensor, kv_lora_rank: int, scale: float,
+                                num_splits: int | None = None) -> torch.Tensor:
+    """`mla_latent_attention` on the Triton kernel, after `check_mla_args`: a new [B, H, C] tensor of
+    q_latent's dtype. num_splits None: `choose_num_splits` (which reads the longest context: one
+    device-to-host copy)."""
+    check_mla_args(q_latent, kv_cache, block_tables, context_lens, kv_lora_rank)
+    B = q_latent.shape[0]
     out = q_latent.new_empty(B, q_latent.shape[1], kv_lora_rank)        # [B, H, C]
     if num_splits is None:
         longest = int(context_lens.max()) if B else 1

@@ -197,3 +197,48 @@ def target_verdicts(report: str | None) -> str:
         lines = lines[lines.index("targets (same run):") + 1:]
     verdicts = [line.rstrip() for line in lines if "target" in line or "vs bf16" in line]
     return textwrap.dedent("\n".join(verdicts))
+
+
+def flashinfer_table(result: dict, ours: tuple[str, ...], theirs: tuple[str, ...]) -> str:
+    """The course's rows `ours` beside FlashInfer's rows `theirs` (benchmarks/flashinfer_baselines.py), one
+    line per shape of a decode, prefill or cascade result, in microseconds, then how the first of `ours`
+    compares with the fastest FlashInfer row that ran. A row that did not run shows its error's first words
+    ("not installed" where FlashInfer was not there)."""
+    device = result.get("env", {}).get("device", "no GPU")
+    header = " ".join(f"{m:>22}" for m in ours + theirs)
+    lines = [f"{device}, one process (benchmarks/flashinfer_baselines.py); microseconds",
+             f"{'shape':>22} {header}   first vs FlashInfer's best"]
+    for row in result["shapes"]:
+        if "methods" not in row:
+            continue
+        name = row["shape"] if "shape" in row else f"B={row['B']}, prefix {row.get('prefix')}"
+        cells = []
+        for m in ours + theirs:
+            entry = row["methods"].get(m, {})
+            cells.append(f"{entry['us']:22.1f}" if "us" in entry else f"{entry.get('error', '-')[:22]:>22}")
+        best = fastest(row, theirs)
+        mine = _us(row, ours[0])
+        verdict = f"{versus(mine, best[1])} {best[0]}" if best and mine else "-"
+        lines.append(f"{name:>22} " + " ".join(cells) + f"   {verdict}")
+    return "\n".join(lines)
+
+
+def mla_flashinfer_table(result: dict) -> str:
+    """bench_mla.py's result: per (B, context), the teaching kernel's and the tuned kernel's fastest config
+    and FlashInfer's fa2 and fa3 MLA kernels, in microseconds and TFLOP/s, then the tuned kernel against
+    fa3."""
+    device = result.get("env", {}).get("device", "no GPU")
+    rate = result.get("matmul_tflops", 0)
+    lines = [f"{device}: bf16 matmul {rate:.0f} TFLOP/s in the same run; us (TFLOP/s)",
+             f"{'B':>4} {'context':>7} {'teaching kernel':>18} {'tuned kernel':>18} {'FlashInfer fa2':>18} "
+             f"{'FlashInfer fa3':>18}   tuned vs fa3"]
+    for row in result["shapes"]:
+        entries = [row.get("configs", {}).get(row.get(k) or "", {}) for k in ("best_teaching", "best_tuned")]
+        entries += [row.get(f"flashinfer_{b}", {}) for b in ("fa2", "fa3")]
+        cells = [f"{e['us']:9.1f} ({e['tflops']:5.0f})" if "us" in e else f"{e.get('error', '-')[:18]:>18}"
+                 for e in entries]
+        tuned, fa3 = entries[1], entries[3]
+        verdict = versus(tuned["us"], fa3["us"]) + " fa3" if "us" in tuned and "us" in fa3 else "-"
+        lines.append(f"{row['B']:>4} {row['context_len']:>7} " + " ".join(f"{c:>18}" for c in cells)
+                     + f"   {verdict}")
+    return "\n".join(lines)

@@ -12,6 +12,7 @@ from pagedkv_lib.core.mla_attention import (
     mla_decode_multihead,
     mla_latent_attention,
     mla_scale,
+    split_query,
 )
 from pagedkv_lib.core.rotary import apply_rope_interleaved, rope_angles
 from pagedkv_lib.core.slot_mapping import slot_mapping_for
@@ -108,3 +109,14 @@ def test_rope_keeps_norms_and_rotates_a_pair_by_position_times_frequency():
     torch.testing.assert_close(y.norm(dim=-1), x.norm(dim=-1))
     with pytest.raises(ValueError, match="rope_dim"):
         rope_angles(torch.tensor([1]), 3)
+
+
+def test_rope_and_the_query_split_stay_on_the_query_device():
+    """A CUDA query once met CPU angles (issue 40): the angles follow the positions' device, and the rotation
+    moves cos and sin to x's. The 'meta' device stands in for a GPU on a CPU machine."""
+    cos, sin = rope_angles(torch.arange(3, device="meta"), 4)
+    assert cos.device.type == sin.device.type == "meta" and cos.shape == (3, 2)
+    cpu_cos, cpu_sin = rope_angles(torch.tensor([1, 2]), 8)                     # [2, 4] each, on the CPU
+    q = torch.empty(2, 3, 6 + 8, device="meta", dtype=torch.bfloat16)          # [B, H, Dn + R]
+    q_nope, q_pe = split_query(q, torch.empty(3, 6, 16, device="meta"), cpu_cos, cpu_sin)
+    assert q_pe.device.type == "meta" and q_pe.dtype == torch.bfloat16 and q_pe.shape == (2, 3, 8)

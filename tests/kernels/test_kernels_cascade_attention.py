@@ -98,6 +98,9 @@ def test_choose_cascade_config_splits_the_prefix_only_when_programs_are_few():
     alone = choose_cascade_config(1024, 32, 8, 128, 8192, num_sms=132, interpreted=False)  # 512
     assert few.num_splits > many.num_splits > alone.num_splits == 1
     assert many.num_splits * 128 >= 2 * 132                          # WAVES programs per SM
+    assert (few.block_n, many.block_n, alone.block_n) == (64, 32, 32)   # small tiles once programs are many
+    assert choose_cascade_config(64, 32, 8, 128, 4096, num_sms=132, interpreted=False).block_n == 64   # 32
+    assert choose_cascade_config(128, 32, 8, 128, 4096, num_sms=132, interpreted=False).block_n == 32  # 64
     for cfg in (few, many, alone):
         assert cfg.tokens_per_split % cfg.block_n == 0
         assert (cfg.num_splits - 1) * cfg.tokens_per_split < 8192 <= cfg.num_splits * cfg.tokens_per_split

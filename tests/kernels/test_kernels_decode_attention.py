@@ -19,7 +19,7 @@ from pagedkv_lib.kernels import backend
 from pagedkv_lib.kernels.attention_args import LOG2E
 from pagedkv_lib.kernels.decode_config import choose_config, items_bound, plan_chunks_reference
 from pagedkv_lib.kernels.triton_decode_attention import (
-    launch_decode_attention,
+    launch_decode_partials,
     paged_attention_decode_reference,
     paged_attention_decode_triton,
 )
@@ -346,18 +346,19 @@ def test_items_bound_holds_for_the_longest_possible_contexts():
     assert len(plan_chunks_reference([1000] * 7, cfg)[1]) <= items_bound(cfg, 7, 1000) == cfg.max_items
 
 
-def test_decode_v2_states_are_written_unmerged_and_merge_to_the_output():
-    """`states=` (the cascade's hook): the splits' (o, lse) land in the first num_splits slots of the caller's
-    buffer, the rest untouched, `out` is not written; merged with partial_softmax they give SDPA's result."""
+def test_decode_v2_partials_are_written_unmerged_and_merge_to_the_output():
+    """`launch_decode_partials` (the cascade's hook): the splits' (o, lse) land in the first num_splits
+    slots of the caller's buffer, the rest untouched, and come back; merged with partial_softmax they give
+    SDPA's result."""
     batch = make_batch([40, 3, 17], 8, 4, 2, 16, seed=11)
     config = _config(batch, 2, num_splits=3)
     B, H, D = batch.q.shape
     part_out = torch.full((B, H, 5, D), 7.0, device=DEVICE)          # [B, H, P' = 5, D]
     part_lse = torch.full((B, H, 5), 7.0, device=DEVICE)             # [B, H, P']
-    out = torch.full_like(batch.q, 3.0)                               # [B, H, D]
-    launch_decode_attention(batch.q, batch.k_cache, batch.v_cache, batch.block_tables, batch.context_lens,
-                            D**-0.5, config, out, states=(part_out, part_lse))
-    assert (out == 3.0).all() and (part_lse[:, :, 3:] == 7.0).all() and (part_out[:, :, 3:] == 7.0).all()
+    returned = launch_decode_partials(batch.q, batch.k_cache, batch.v_cache, batch.block_tables,
+                                      batch.context_lens, D**-0.5, config, part_out, part_lse)
+    assert returned[0] is part_out and returned[1] is part_lse
+    assert (part_lse[:, :, 3:] == 7.0).all() and (part_out[:, :, 3:] == 7.0).all()
     assert part_lse[1, :, 1:3].isneginf().all()                       # 3 tokens: splits 1 and 2 are empty
     parts = [from_lse(part_out[:, :, i].double(), part_lse[:, :, i].double() / LOG2E) for i in range(3)]
     merged = output(merge_tree(parts, ((0, 1), 2)))                   # [B, H, D]

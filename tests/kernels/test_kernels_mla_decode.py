@@ -20,6 +20,7 @@ from pagedkv_lib.core.mla_attention import (
 )
 from pagedkv_lib.kernels import backend
 from pagedkv_lib.kernels.triton_mla_decode import choose_num_splits, mla_latent_attention_triton
+from pagedkv_lib.kernels.triton_mla_decode_tuned import choose_tuned_splits, mla_latent_attention_tuned
 from pagedkv_lib.testing.mla_batch import make_mla_batch
 
 DEVICE = backend.device()
@@ -89,3 +90,45 @@ def test_splits_fill_the_gpu_only_when_the_batch_does_not():
     assert choose_num_splits(B=1, H=128, max_context_len=32768, sms=132) == 17       # 8 programs x 17 >= 132
     assert choose_num_splits(B=1, H=128, max_context_len=1024, sms=132) == 4         # splits of >= 256 tokens
     assert choose_num_splits(B=2, H=16, max_context_len=100, sms=132) == 1
+
+
+TUNED_CASES = [  # (context_lens, block_size, H, C, R, dtype, extra_padding, num_splits, block_n)
+    ([1, 15, 16, 17, 47], 16, 3, 32, 16, torch.float32, 1, 1, 16),       # masked heads, a partial last tile
+    ([1, 63, 64, 65, 130], 64, 17, 32, 16, torch.float32, 2, 1, 32),     # two tiles per block
+    ([1, 40, 130], 64, 4, 64, 16, torch.float32, 0, 3, 16),              # splits, two of sequence 0's empty
+    ([33, 70], 32, 8, 32, 16, torch.bfloat16, 0, 2, 32),
+]
+
+
+@pytest.mark.parametrize("tma", [False, True], ids=["pointers", "tma"])
+@pytest.mark.parametrize("case", TUNED_CASES, ids=lambda c: f"S{c[1]}-H{c[2]}-{c[5]}-P{c[7]}-N{c[8]}"
+                         .replace("torch.", ""))
+def test_tuned_kernel_equals_the_pytorch_reference(case, tma):
+    """Both ways of reading whole tiles (TMA, pointers); NaN garbage past every context and in the last
+    tile's rows (the TMA path reads that tile by masked pointers)."""
+    lens, S, H, C, R, dtype, pad, splits, block_n = case
+    batch = _batch(lens, S, H, C, R, dtype, pad)
+    for layer in range(2):
+        q_latent = absorb_query(batch.q[layer], batch.w_uk[layer], batch.cos, batch.sin).contiguous()
+        args = (batch.kv_cache[layer], batch.block_tables, batch.context_lens, C, mla_scale(8, R))
+        expected = mla_latent_attention(q_latent, *args)
+        got = mla_latent_attention_tuned(q_latent.to(DEVICE), *(a.to(DEVICE) for a in args[:3]), *args[3:],
+                                         num_splits=splits, block_n=block_n, tma=tma)
+        assert not got.isnan().any()
+        torch.testing.assert_close(got.cpu(), expected, atol=TOLERANCE[dtype], rtol=TOLERANCE[dtype])
+
+
+def test_tuned_launcher_rejects_tiles_it_cannot_lay_out():
+    for C, R, block_n, message in ((24, 8, None, "powers of 2"), (32, 16, 32, "block_n 32")):
+        batch = _batch([5], 16, 2, C, R, torch.float32, 0)                  # C = 24; a tile over 2 blocks
+        q_latent = absorb_query(batch.q[0], batch.w_uk[0], batch.cos, batch.sin).contiguous()
+        with pytest.raises(ValueError, match=message):
+            mla_latent_attention_tuned(q_latent, batch.kv_cache[0], batch.block_tables, batch.context_lens, C,
+                                       0.1, block_n=block_n)
+
+
+def test_tuned_splits_fill_the_gpu_with_splits_of_whole_tiles():
+    assert choose_tuned_splits(B=64, H=128, max_context_len=4096, sms=132) == 2        # 128 programs x 2
+    assert choose_tuned_splits(B=128, H=128, max_context_len=4096, sms=132) == 1
+    assert choose_tuned_splits(B=1, H=128, max_context_len=4096, sms=132) == 32        # 64 tiles / 2
+    assert choose_tuned_splits(B=1, H=128, max_context_len=4096, sms=132, min_tiles=1) == 64

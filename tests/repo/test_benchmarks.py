@@ -3,6 +3,7 @@ they share are where the scripts look for them: a renamed helper fails here, not
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 from pathlib import Path
 
@@ -26,7 +27,8 @@ def test_benchmark_script_imports(name, monkeypatch):
 
 def test_bench_cascade_smoke_runs_end_to_end_and_checks_every_method(tmp_path):
     """bench_cascade.py --smoke (tiny shapes, the interpreter): every method runs, agrees with the fp32
-    reference, and the table and JSON are written; the cascade's bytes count the prefix once."""
+    reference, and the table and JSON are written; the cascade's bytes count the prefix once; FlashInfer's
+    row, without FlashInfer, says "not installed" in the JSON and the table."""
     import json
     import os
     import subprocess
@@ -37,11 +39,16 @@ def test_bench_cascade_smoke_runs_end_to_end_and_checks_every_method(tmp_path):
     result = json.loads((tmp_path / "bench_cascade.json").read_text())
     (row,) = result["shapes"]
     methods = row["methods"]
-    assert set(methods) == {"cascade", "cascade_m32_n16_w4_s2", "paged_v3", "sdpa"}
+    assert set(methods) == {"cascade", "cascade_m32_n16_w4_s2", "paged_v3", "sdpa", "flashinfer_cascade"}
     assert row["best_cascade_config"] == "cascade_m32_n16_w4_s2"      # the only alternative timed
-    assert all(m["rel_err"] < 1e-5 and m["us"] > 0 for m in methods.values()), methods
+    ours = {k: m for k, m in methods.items() if k != "flashinfer_cascade"}
+    assert all(m["rel_err"] < 1e-5 and m["us"] > 0 for m in ours.values()), methods
     assert methods["cascade"]["bytes"] < methods["paged_v3"]["bytes"] == methods["sdpa"]["bytes"]
-    assert "cascade" in (tmp_path / "bench_cascade.txt").read_text()
+    text = (tmp_path / "bench_cascade.txt").read_text()
+    assert "cascade" in text
+    if importlib.util.find_spec("flashinfer") is None:                # the optional baseline's row says so
+        assert "not installed" in methods["flashinfer_cascade"]["error"]
+        assert any("flashinfer_cascade" in line and "not installed" in line for line in text.splitlines())
 
 
 def test_bench_engine_gpu_smoke_runs_every_mode_and_traces_the_timeline(monkeypatch, tmp_path):
@@ -66,3 +73,28 @@ def test_bench_engine_gpu_smoke_runs_every_mode_and_traces_the_timeline(monkeypa
     read_steps = [step for phase, step in first if phase == "read" and ("launch", step + 1) in first]
     assert read_steps and all(first[("launch", t + 1)] < first[("read", t)] for t in read_steps)
     assert "overlap" in (tmp_path / "bench_engine.txt").read_text()
+
+
+@pytest.mark.slow
+def test_bench_mla_smoke_times_both_kernels_and_names_a_missing_flashinfer(tmp_path):
+    """bench_mla.py --smoke (the interpreter): the teaching and the tuned kernel (TMA and pointers) agree with
+    the reference, the table shows each one's fastest config, and FlashInfer's fa2/fa3 rows say "not
+    installed" where FlashInfer is not there."""
+    import json
+    import os
+    import subprocess
+
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(BENCHMARKS.parent))
+    subprocess.run([sys.executable, "bench_mla.py", "--smoke", "--out", str(tmp_path)], cwd=BENCHMARKS,
+                   env=env, check=True, capture_output=True, timeout=300)
+    (row,) = json.loads((tmp_path / "bench_mla.json").read_text())["shapes"]
+    tuned = [k for k in row["configs"] if k.startswith("tuned")]
+    assert any(k.endswith("-tma") for k in tuned) and any(not k.endswith("-tma") for k in tuned)
+    assert all(e["rel_err"] < 1e-2 for e in row["configs"].values()), row["configs"]
+    assert row["best_tuned"] in tuned and row["best_teaching"] in row["configs"]
+    text = (tmp_path / "bench_mla.txt").read_text()
+    assert row["best_tuned"] in text and row["best_teaching"] in text
+    if importlib.util.find_spec("flashinfer") is None:
+        for name in ("flashinfer_fa2", "flashinfer_fa3"):
+            assert "not installed" in row[name]["error"]
+            assert any(name in line and "not installed" in line for line in text.splitlines())
