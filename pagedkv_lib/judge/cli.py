@@ -129,7 +129,9 @@ def _grade(exercise, files, args, device, mode: str) -> int:
     done = itertools.count(1)
 
     def progress(submission) -> None:
-        print(f"{next(done)}/{len(files)} graded: {submission.label}", file=sys.stderr)
+        from .report import progress_line  # torch is imported by now (report imports it)
+
+        print(progress_line(next(done), len(files), submission.label), file=sys.stderr)
 
     results = grade(exercise.id, [str(f) for f in files], seed=args.seed, device=device, jobs=args.jobs,
                     limits=Limits.for_exercise(exercise, time_limit_s=args.time_limit), bench=args.bench,

@@ -121,6 +121,30 @@ def test_a_file_name_with_a_newline_adds_no_row_to_the_batch_table(tmp_path):
     assert "\n" not in report.to_csv(results).splitlines()[1]
 
 
+def test_a_file_name_with_a_newline_forges_no_progress_line(tmp_path, capsys):
+    forged = tmp_path / "evil\nok_b127_9.py  19 of 19  passed.py"
+    forged.write_text(SOLUTION_122)
+    plain = tmp_path / "plain.py"
+    plain.write_text(SOLUTION_122)
+    assert cli.main(["122", str(forged), str(plain), "--no-sandbox", "--jobs", "2"]) == 0
+    progress = capsys.readouterr().err.splitlines()
+    assert len(progress) == 2 and all(line.startswith(("1/2 graded: ", "2/2 graded: ")) for line in progress)
+    assert any("evil\\nok_b127_9.py" in line for line in progress), progress
+
+
+def test_csv_cells_that_a_spreadsheet_would_run_as_formulas_start_with_a_quote(tmp_path, monkeypatch):
+    """OWASP's CSV injection: the file's name and the message (an exception class's name) are chosen by it."""
+    monkeypatch.chdir(tmp_path)
+    Path("=HYPERLINK(1+1).py").write_text(SOLUTION_122.replace(
+        "    return [", "    raise type('=HYPERLINK(\"http://x\")', (Exception,), {})()\n    return ["))
+    Path("-1.py").write_text(SOLUTION_122)
+    results = grade(122, ["=HYPERLINK(1+1).py", "-1.py"], limits=LIMITS, jobs=2, isolation="fork")
+    (header, first, second) = list(csv.reader(io.StringIO(report.to_csv(results))))
+    assert first[:4] == ["'=HYPERLINK(1+1).py", "122", "0", "runtime error"], first
+    assert first[header.index("message")].startswith("'=HYPERLINK(\"http://x\")"), first
+    assert second[0] == "'-1.py" and second[header.index("verdict")] == "passed", second
+
+
 def test_a_stopped_child_passes_on_cpu_time_and_a_busy_one_is_a_time_limit(tmp_path):
     """SIGSTOP for longer than a case's limit (a machine too busy to run it): the wall clock passes the limit,
     the CPU does not, and the verdict is the one an idle machine gives."""
