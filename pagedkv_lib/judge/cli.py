@@ -5,6 +5,10 @@ value is checked before anything is graded: one line on stderr), 3 when an unsan
 file the verdicts rest on (tampering), 130 when interrupted (Ctrl-C, pressed once or more), 141 when the
 output went to a pipe that closed (`--list | head`). Several files are graded in the bwrap sandbox; where
 bwrap is missing they need --no-sandbox. The --json schema is in report.py.
+
+A file is a file even where its name looks like an option (`--jobs=2.py` among `*.py`): an argument that
+names an existing *.py file, and every argument after `--`, is a file to grade. A file larger than
+MAX_FILE_BYTES is a usage error. A symbolic link is graded as the file it points to, under the name given.
 """
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ from . import isolation, registry, status
 MAX_SEED = 2**32 - 1                  # seeds reach torch.Generator.manual_seed as 1000 * seed + i
 MAX_TIME_LIMIT_S = 3600.0             # seconds of CPU per case
 MAX_JOBS = 64
+MAX_FILE_BYTES = 64 * 2**20           # a submission's size (a sandboxed child gets a copy in memory)
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130                # 128 + SIGINT, as a shell reports it
 EXIT_BROKEN_PIPE = 141                # 128 + SIGPIPE
@@ -42,7 +47,7 @@ class _Parser(argparse.ArgumentParser):
 def main(argv=None) -> int:
     before = signal.getsignal(signal.SIGINT)
     try:
-        code = _main(_parser().parse_intermixed_args(argv))
+        code = _main(_parse(sys.argv[1:] if argv is None else argv))
         sys.stdout.flush()                            # a closed pipe shows here, not at the exit
         return code
     except UsageError as err:
@@ -113,6 +118,24 @@ def _main(args) -> int:
     return _grade(exercise, files, args, device, mode)
 
 
+def _parse(argv: list) -> argparse.Namespace:
+    """The arguments, where a file named like an option (`-v.py`) and everything after `--` are files: each
+    is handed to argparse as a placeholder it cannot read as an option (a NUL never reaches a command's
+    arguments), then put back."""
+    argv = list(argv)
+    given = {}
+    ends = argv.index("--") if "--" in argv else len(argv)
+    for i, arg in enumerate(argv):
+        if i > ends or (i < ends and arg.startswith("-") and arg.endswith(".py") and os.path.isfile(arg)):
+            given[f"\0{i}"] = arg
+            argv[i] = f"\0{i}"
+    del argv[ends:ends + 1]
+    args = _parser().parse_intermixed_args(argv)
+    args.id = given.get(args.id, args.id)
+    args.files = [given.get(f, f) for f in args.files]
+    return args
+
+
 def _isolation_asked(args, files) -> str | None:
     """Several files are graded only in the sandbox, unless --no-sandbox says otherwise; one file in the
     strongest isolation this machine has."""
@@ -163,11 +186,16 @@ def _grade(exercise, files, args, device, mode: str) -> int:
 
 
 def _check_submission(f: Path) -> None:
-    """A file the judge can grade: a readable regular file (through any symlinks) named *.py."""
+    """A file the judge can grade: a readable regular file (through any symlinks) named *.py, at most
+    MAX_FILE_BYTES long."""
     if not f.is_file():
         raise UsageError(f"no such file: {f}")
     if f.suffix != ".py":
         raise UsageError(f"expected a Python file (*.py), got {f}")
+    size = f.stat().st_size
+    if size > MAX_FILE_BYTES:
+        raise UsageError(f"{f} is too large to grade: {size} bytes, at most {MAX_FILE_BYTES} "
+                         f"({MAX_FILE_BYTES // 2**20} MiB)")
     try:
         with open(f, "rb") as source:
             source.read(1)

@@ -171,7 +171,10 @@ class Supervisor:
         else:
             self.scratch, self.watcher = isolation.scratch_dir()
         cpu_s = int(limits.import_limit_s + limits.total_limit_s + bench * limits.bench_limit_s) + 5
-        job = Job(exercise.id, submission.path, seed, device, start, bench,
+        path = None                                  # a notebook's code, or a file: through any link
+        if submission.path is not None:
+            path = os.path.realpath(submission.path)
+        job = Job(exercise.id, path, seed, device, start, bench,
                   self.scratch or isolation.SCRATCH, limits.memory_limit_mb, cpu_s, limits.guards)
         res_r, res_w = os.pipe()
         out_r, out_w = os.pipe()

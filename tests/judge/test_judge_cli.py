@@ -139,6 +139,45 @@ def test_judge_cli_a_symlink_to_an_unreadable_file_is_a_usage_error(tmp_path):
     assert done.stderr.count("\n") == 1
 
 
+def test_judge_cli_a_file_named_like_an_option_is_a_file_and_so_is_all_after_a_double_dash(
+        tmp_path, monkeypatch, capsys):
+    """`judge.py 122 *.py` where the class's folder holds `--jobs=2.py`: a file, not a usage error."""
+    monkeypatch.chdir(tmp_path)
+    for name in ("--jobs=2.py", "-v.py", "plain.py"):
+        Path(name).write_text(SOLUTION_122)
+    assert cli.main(["122", "--jobs=2.py", "plain.py", "--no-sandbox", "--json"]) == 0
+    assert [r["file"] for r in json.loads(capsys.readouterr().out)] == ["--jobs=2.py", "plain.py"]
+    assert cli.main(["122", "--no-sandbox", "--json", "--", "-v.py", "--json"]) == 2      # no --json.py
+    assert "no such file: --json" in capsys.readouterr().err
+    assert cli.main(["122", "--no-sandbox", "--json", "--", "-v.py", "plain.py"]) == 0
+    assert [r["file"] for r in json.loads(capsys.readouterr().out)] == ["-v.py", "plain.py"]
+
+
+def test_judge_cli_a_file_too_large_to_grade_is_one_line_of_usage_error(tmp_path, capsys):
+    big = tmp_path / "big.py"
+    with open(big, "w") as f:
+        f.write(SOLUTION_122)
+        f.truncate(cli.MAX_FILE_BYTES + 1)                # sparse: no 64 MiB written
+    assert cli.main(["122", str(big)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "too large to grade" in err and "64 MiB" in err, err
+
+
+def test_judge_cli_grades_a_symlink_as_the_file_it_points_to_under_the_name_given(tmp_path, capsys):
+    from pagedkv_lib.judge import isolation
+
+    if isolation.bwrap_path() is None:
+        pytest.skip("bwrap is missing: a fork follows the link by itself")
+    (tmp_path / "elsewhere").mkdir()
+    target = tmp_path / "elsewhere" / "mine.py"
+    target.write_text(SOLUTION_122)
+    link = tmp_path / "122_link.py"
+    link.symlink_to(target)
+    assert cli.main(["122", str(link), "--json"]) == 0, capsys.readouterr()
+    graded = json.loads(capsys.readouterr().out)
+    assert graded["file"] == str(link) and graded["isolation"].startswith("bwrap")
+
+
 def test_judge_cli_takes_options_between_the_id_and_the_files(capsys):
     assert cli.main(["122", "--seed", "1", SOLUTION_PATH, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["seed"] == 1
