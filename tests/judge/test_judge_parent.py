@@ -145,6 +145,24 @@ def test_csv_cells_that_a_spreadsheet_would_run_as_formulas_start_with_a_quote(t
     assert second[0] == "'-1.py" and second[header.index("verdict")] == "passed", second
 
 
+def test_grading_gives_the_caller_its_torch_threads_back_even_when_it_fails(tmp_path):
+    """A notebook's kernel that grades keeps its threads, after an error or a Ctrl-C as after a verdict."""
+    import torch
+
+    def fails(submission):
+        raise KeyboardInterrupt
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(3)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            grade(122, written(tmp_path, ["writes_nothing"], {"writes_nothing": (122, SOLUTION_122)}),
+                  limits=LIMITS, isolation="fork", on_done=fails)
+        assert torch.get_num_threads() == 3
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_a_stopped_child_passes_on_cpu_time_and_a_busy_one_is_a_time_limit(tmp_path):
     """SIGSTOP for longer than a case's limit (a machine too busy to run it): the wall clock passes the limit,
     the CPU does not, and the verdict is the one an idle machine gives."""
