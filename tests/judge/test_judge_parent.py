@@ -16,13 +16,13 @@ import time
 from pathlib import Path
 
 import pytest
-from plants.adversarial import ADVERSARIAL, in_body
+from plants.adversarial import ADVERSARIAL, at_import, in_body
 from plants.floods import FLOODS
 from test_judge_verdicts import children_of
 
 from pagedkv_lib.judge import cli, report
 from pagedkv_lib.judge.grading import Limits, grade
-from pagedkv_lib.judge.supervisor import WALL_FACTOR, ProcessTree
+from pagedkv_lib.judge.supervisor import FILE_WALL_FACTOR, WALL_FACTOR, ProcessTree
 
 ROOT = Path(__file__).resolve().parents[2]
 LIMITS = Limits(time_limit_s=1.0, import_limit_s=3.0, total_limit_s=6.0, memory_limit_mb=768)
@@ -161,6 +161,24 @@ def test_grading_gives_the_caller_its_torch_threads_back_even_when_it_fails(tmp_
         assert torch.get_num_threads() == 3
     finally:
         torch.set_num_threads(before)
+
+
+@pytest.mark.slow
+def test_a_file_that_sleeps_under_each_backstop_is_stopped_by_the_files_wall_clock(tmp_path):
+    """It sleeps at import and in every case a little less than each phase's backstop: the file's loading and
+    cases get FILE_WALL_FACTOR times its CPU budget on the clock, then a time limit that says it waited."""
+    limits = Limits(time_limit_s=0.5, import_limit_s=1.0, total_limit_s=3.0, memory_limit_mb=768)
+    sleeper = tmp_path / "sleeper.py"
+    asleep_s = 0.8 * WALL_FACTOR                                    # times each phase's CPU limit
+    sleeper.write_text(at_import(f"import time\ntime.sleep({asleep_s * limits.import_limit_s})",
+                                 in_body(f"import time\ntime.sleep({asleep_s * limits.time_limit_s})")))
+    (result,) = grade(122, [sleeper], limits=limits, isolation="fork")
+    budget = limits.import_limit_s + limits.total_limit_s
+    assert result.verdict == "time limit" and result.passed >= 1, (result.verdict, result.passed)
+    message = result.first_failure.outcome.message
+    assert "it waited rather than computed" in message
+    assert f"took {FILE_WALL_FACTOR * budget:g} s on the clock" in message
+    assert result.duration_s < FILE_WALL_FACTOR * budget + STARTUP_S + 2, result.duration_s
 
 
 def test_a_stopped_child_passes_on_cpu_time_and_a_busy_one_is_a_time_limit(tmp_path):
