@@ -60,6 +60,7 @@ FILE_WALL_FACTOR = 2                 # a file's loading and cases: at most this 
 READ_BYTES = 1 << 16                 # one read from a pipe
 DRAIN_BYTES = 1 << 20                # read at most this much from one channel before the clock is looked at
 RESCAN_S = 1.0                       # how often the child's process tree is looked for new members
+REAP_S = 30.0                        # a killed child not gone by then is left (in a kernel wait), unsignalled
 _PHASES = {Ready: ("starting",), Loaded: ("loading",), CaseDone: ("cases",), Done: ("cases", "bench")}
 _LIMIT_S = {"loading": "import_limit_s", "cases": "time_limit_s", "bench": "bench_limit_s"}
 _LATE = {"loading": "loading (importing) the file used more than {import_limit_s:g} s of CPU",
@@ -86,7 +87,7 @@ class ProcessTree:
             self._find_members()
         ticks = 0
         for pid in list(self.members):
-            fields = _stat(pid)
+            fields = isolation.proc_stat(pid)
             if fields is None:
                 self.members.discard(pid)
             else:
@@ -94,51 +95,15 @@ class ProcessTree:
         return ticks / _CLK_TCK
 
     def _find_members(self) -> None:
-        if os.path.exists(f"/proc/self/task/{threading.get_native_id()}/children"):
-            children = _children_files
+        if isolation.has_children_files():
+            children = isolation.children_listed
         else:                                         # a kernel without CONFIG_PROC_CHILDREN: parent ids
-            children = functools.partial(_children_by_parent, _parents())
+            children = functools.partial(isolation.children_by_parent, isolation.parent_ids())
         todo = list(self.members)
         while todo:
             found = children(todo.pop()) - self.members
             self.members |= found
             todo += found
-
-
-def _stat(pid: int) -> list | None:
-    """The fields of /proc/PID/stat after the command name (state first), or None if it has gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-
-
-def _children_files(pid: int) -> set:
-    found = set()
-    try:
-        for task in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{task}/children") as f:
-                found |= {int(n) for n in f.read().split()}
-    except OSError:                                   # it has gone, or a thread has
-        pass
-    return found
-
-
-def _parents() -> dict:
-    """{pid: parent pid} of every process, from one pass over /proc."""
-    found = {}
-    if not HAVE_PROC:
-        return found
-    for entry in filter(str.isdigit, os.listdir("/proc")):
-        fields = _stat(int(entry))
-        if fields is not None:
-            found[int(entry)] = int(fields[1])
-    return found
-
-
-def _children_by_parent(parents: dict, pid: int) -> set:
-    return {child for child, parent in parents.items() if parent == pid}
 
 
 @dataclass
@@ -188,7 +153,9 @@ class Supervisor:
             self.pid = self.proc.pid
         else:
             self.proc = None
+            isolation.ORPHANS.adopt()                # what the fork moves out of its group comes back here
             self.pid = _fork(job, cases, submission.namespace, res_w, out_w)
+        isolation.ORPHANS.started.add(self.pid)
         os.close(res_w)
         os.close(out_w)
         for fd in (res_r, out_r):
@@ -464,14 +431,33 @@ class Supervisor:
         self._close()
 
     def _reap(self) -> None:
-        """Kill the child's group, then reap it: no zombie, and no signal to a pid that may be reused."""
-        if not self.reaped:
+        """Kill the child's group (unsandboxed: and every orphan the judge adopted, before and after the
+        child is reaped, so that none outlives the verdict), then reap it: no zombie, and no signal to a pid
+        that may be reused. Each wait looks again every few milliseconds, and gives up after REAP_S."""
+        if self.reaped:
+            return
+        isolation.kill(self.pid)
+        if self.mode == isolation.FORK:
+            isolation.end_orphans()
+        deadline = time.monotonic() + REAP_S
+        while not self._gone() and time.monotonic() < deadline:
             isolation.kill(self.pid)
-            if self.proc is not None:
-                self.proc.wait()
-            else:
-                os.waitpid(self.pid, 0)
-            self.reaped = True
+            time.sleep(0.005)
+        self.reaped = True
+        isolation.ORPHANS.started.discard(self.pid)
+        if self.mode == isolation.FORK:
+            isolation.end_orphans()
+            isolation.ORPHANS.disown()
+
+    def _gone(self) -> bool:
+        """Whether the child has exited, reaping it if so."""
+        if self.proc is not None:
+            return self.proc.poll() is not None
+        try:
+            done, _ = os.waitpid(self.pid, os.WNOHANG)
+        except ChildProcessError:                     # reaped already
+            return True
+        return done == self.pid
 
     def _close(self) -> None:
         for fd in (self.res_fd, self.out_fd):
