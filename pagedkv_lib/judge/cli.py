@@ -24,7 +24,7 @@ import sys
 import threading
 from pathlib import Path
 
-from . import isolation, registry, status
+from . import isolation, registry, status, supervisor
 
 MAX_SEED = 2**32 - 1                  # seeds reach torch.Generator.manual_seed as 1000 * seed + i
 MAX_TIME_LIMIT_S = 3600.0             # seconds of CPU per case
@@ -45,15 +45,24 @@ class _Parser(argparse.ArgumentParser):
 
 
 def main(argv=None) -> int:
+    """The command line (`argv`: sys.argv[1:] when None, as for the process's own command)."""
+    main_thread = threading.current_thread() is threading.main_thread()
     before = signal.getsignal(signal.SIGINT)
+    supervisor.INTERRUPTED.clear()
+    if main_thread and before is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _interrupted)
+    interrupted = False                               # a KeyboardInterrupt ended it
     try:
         code = _main(_parse(sys.argv[1:] if argv is None else argv))
         sys.stdout.flush()                            # a closed pipe shows here, not at the exit
+        if supervisor.INTERRUPTED.is_set():           # its KeyboardInterrupt was swallowed after the grading
+            raise KeyboardInterrupt
         return code
     except UsageError as err:
         print(f"judge.py: {err}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:                         # the children are already killed and reaped
+        interrupted = True
         _ignore_interrupts()                          # a second Ctrl-C now changes nothing
         print("\njudge.py: interrupted; nothing was recorded", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -61,15 +70,27 @@ def main(argv=None) -> int:
         with contextlib.suppress(OSError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_BROKEN_PIPE
-    finally:
-        if threading.current_thread() is threading.main_thread():
+    finally:                                          # the process's own command, once interrupted, ends
+        interrupted = interrupted or supervisor.INTERRUPTED.is_set()
+        if main_thread and not (interrupted and argv is None):
             signal.signal(signal.SIGINT, before)
+
+
+def _interrupted(signum, frame) -> None:
+    """The first Ctrl-C: it is recorded (supervisor.INTERRUPTED), the next ones are ignored from now on, and
+    KeyboardInterrupt ends the grading (its children are killed and reaped), then main returns 130. Where
+    Python swallows that exception (it ran inside a callback: an import lock's, a fork's, a finalizer's),
+    the record still ends the grading at the parent's next look (Supervisor.poll) and main with 130. A
+    second press raises nothing anywhere: not while the first is handled, not after main returned (where
+    it would end Python with -2)."""
+    supervisor.INTERRUPTED.set()
+    _ignore_interrupts()
+    raise KeyboardInterrupt
 
 
 def _ignore_interrupts() -> None:
     """Ctrl-C raised KeyboardInterrupt once and the judge is ending: ignore the next ones, so that it still
-    ends with exit status 130 (a second press would end Python with -2). Before that, a press while the
-    children are reaped is absorbed there (Supervisor.abort finishes its work)."""
+    ends with exit status 130 (a second press would end Python with -2)."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 
@@ -162,6 +183,8 @@ def _grade(exercise, files, args, device, mode: str) -> int:
                     isolation=mode)
     from . import report  # imports torch: after the children started
 
+    if supervisor.INTERRUPTED.is_set():               # a Ctrl-C whose KeyboardInterrupt was swallowed
+        raise KeyboardInterrupt
     tampered = [r.label for r in results if r.tampered]
     for f, result in zip(files, results):             # only the learner's own file of this exercise counts
         if f.resolve() == exercise.practice_path.resolve() and not tampered:

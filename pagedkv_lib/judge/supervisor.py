@@ -50,6 +50,7 @@ from .protocol import (
     clip,
 )
 
+INTERRUPTED = threading.Event()      # the command line took a Ctrl-C (cli._interrupted): stop at next look
 REFUSED_HINT = ("a graded function computes its answer and returns it: it may not write files outside its "
                 "working directory, start processes, load native code or open sockets")
 TOO_MUCH = "an infinite loop, or far too much work?"
@@ -344,7 +345,10 @@ class Supervisor:
             isolation.kill(self.pid)
 
     def poll(self) -> bool:
-        """Enforce the limits; True once the child has exited (it is reaped in `finish`)."""
+        """Enforce the limits; True once the child has exited (it is reaped in `finish`). KeyboardInterrupt
+        once a Ctrl-C was taken, in case Python swallowed the one its handler raised."""
+        if INTERRUPTED.is_set():
+            raise KeyboardInterrupt
         if self.phase == "done" and time.monotonic() > self.deadline:
             isolation.kill(self.pid)                  # finished, but slow to exit: nothing to report
         elif self.outcome is None and self._limit_passed(time.monotonic()) is not None:
@@ -489,8 +493,24 @@ def _exec_in_sandbox(job: Job, res_w: int, out_w: int, cases) -> subprocess.Pope
     finally:
         for fd in (cases_r, *fds):
             os.close(fd)
-    threading.Thread(target=_send_cases, args=(cases_w, job, cases), daemon=True).start()
+    _start_deaf(threading.Thread(target=_send_cases, args=(cases_w, job, cases), daemon=True))
     return proc
+
+
+def _start_deaf(thread: threading.Thread) -> None:
+    """Start `thread` with SIGINT blocked (a thread inherits the mask of the one that starts it). Python runs
+    a signal's handler in the main thread, but the kernel delivers the signal to any thread that does not
+    block it: one delivered here while the main thread defers Ctrl-C (grading._interrupts_deferred, while
+    torch is imported) would run the handler inside that import after all, where Python 3.10 swallowed
+    the KeyboardInterrupt in an import lock's callback and the judge hung."""
+    if not hasattr(signal, "pthread_sigmask"):
+        thread.start()
+        return
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        thread.start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 def _send_cases(fd: int, job: Job, cases) -> None:

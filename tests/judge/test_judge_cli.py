@@ -1,11 +1,13 @@
 """The judge's faces: the command line, JSON/CSV reports, the status file, the notebook API, new exercises."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import types
 from pathlib import Path
@@ -379,6 +381,47 @@ def test_ctrl_c_while_the_judge_still_imports_torch_ends_it(tmp_path):
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=120)
         assert proc.returncode == 130, err[-2000:]
+
+
+def test_the_thread_that_sends_a_sandbox_its_cases_never_takes_a_ctrl_c(tmp_path, monkeypatch):
+    """A Ctrl-C the kernel delivers to that thread would run Python's handler in the main thread at once,
+    inside torch's import, where the judge defers it: the thread starts with SIGINT blocked."""
+    import re
+
+    from pagedkv_lib.judge import isolation, supervisor
+
+    if isolation.bwrap_path() is None:
+        pytest.skip("bwrap is missing: no thread sends cases to a fork")
+    blocked = []
+    send = supervisor._send_cases
+
+    def recording(*args):
+        status = Path(f"/proc/self/task/{threading.get_native_id()}/status").read_text()
+        blocked.append(int(re.search(r"SigBlk:\s*([0-9a-f]+)", status).group(1), 16))
+        send(*args)
+
+    monkeypatch.setattr(supervisor, "_send_cases", recording)
+    (result,) = grade(122, [SOLUTION_PATH], isolation="bwrap")
+    assert result.ok and blocked and all(mask & 1 << (signal.SIGINT - 1) for mask in blocked), blocked
+
+
+def test_ctrl_c_pressed_again_and_again_ends_the_judge_with_130(tmp_path):
+    """Presses every few milliseconds until the judge has ended: none of them, whenever it comes (while the
+    children are reaped, while the report is printed, after main returned), ends Python with -2."""
+    hangs = tmp_path / "hangs.py"
+    hangs.write_text(SOLUTION_122.replace("    return [", "    while True:\n        pass\n    return ["))
+    for _ in range(3):
+        proc = subprocess.Popen([sys.executable, "judge.py", "122", str(hangs), "--no-sandbox"], cwd=ROOT,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        while not any(p.name.isdigit() and _parent_of(p) == proc.pid for p in Path("/proc").iterdir()):
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.01)
+        while proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGINT)
+            time.sleep(0.002)
+        assert proc.returncode == 130, proc.stderr.read()[-2000:]
 
 
 def _parent_of(entry: Path) -> int | None:
