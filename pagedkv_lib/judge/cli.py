@@ -6,6 +6,10 @@ file the verdicts rest on (tampering), 4 when the judge itself failed on a file 
 recorded; its report says what to report), 130 when interrupted (Ctrl-C, pressed once or more), 141 when the
 output went to a pipe that closed (`--list | head`). Several files are graded in the bwrap sandbox; where
 bwrap is missing they need --no-sandbox. The --json schema is in report.py.
+
+A file is a file even where its name looks like an option (`--jobs=2.py` among `*.py`): an argument that
+names an existing *.py file, and every argument after `--`, is a file to grade. A file larger than
+MAX_FILE_BYTES is a usage error. A symbolic link is graded as the file it points to, under the name given.
 """
 from __future__ import annotations
 
@@ -21,12 +25,13 @@ import sys
 import threading
 from pathlib import Path
 
-from . import isolation, registry, status
+from . import isolation, registry, status, supervisor
 from .outcome import JUDGE_ERROR
 
 MAX_SEED = 2**32 - 1                  # seeds reach torch.Generator.manual_seed as 1000 * seed + i
 MAX_TIME_LIMIT_S = 3600.0             # seconds of CPU per case
 MAX_JOBS = 64
+MAX_FILE_BYTES = 64 * 2**20           # a submission's size (a sandboxed child gets a copy in memory)
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130                # 128 + SIGINT, as a shell reports it
 EXIT_BROKEN_PIPE = 141                # 128 + SIGPIPE
@@ -43,15 +48,24 @@ class _Parser(argparse.ArgumentParser):
 
 
 def main(argv=None) -> int:
+    """The command line (`argv`: sys.argv[1:] when None, as for the process's own command)."""
+    main_thread = threading.current_thread() is threading.main_thread()
     before = signal.getsignal(signal.SIGINT)
+    supervisor.INTERRUPTED.clear()
+    if main_thread and before is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _interrupted)
+    interrupted = False                               # a KeyboardInterrupt ended it
     try:
-        code = _main(_parser().parse_intermixed_args(argv))
+        code = _main(_parse(sys.argv[1:] if argv is None else argv))
         sys.stdout.flush()                            # a closed pipe shows here, not at the exit
+        if supervisor.INTERRUPTED.is_set():           # its KeyboardInterrupt was swallowed after the grading
+            raise KeyboardInterrupt
         return code
     except UsageError as err:
         print(f"judge.py: {err}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:                         # the children are already killed and reaped
+        interrupted = True
         _ignore_interrupts()                          # a second Ctrl-C now changes nothing
         print("\njudge.py: interrupted; nothing was recorded", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -59,15 +73,27 @@ def main(argv=None) -> int:
         with contextlib.suppress(OSError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_BROKEN_PIPE
-    finally:
-        if threading.current_thread() is threading.main_thread():
+    finally:                                          # the process's own command, once interrupted, ends
+        interrupted = interrupted or supervisor.INTERRUPTED.is_set()
+        if main_thread and not (interrupted and argv is None):
             signal.signal(signal.SIGINT, before)
+
+
+def _interrupted(signum, frame) -> None:
+    """The first Ctrl-C: it is recorded (supervisor.INTERRUPTED), the next ones are ignored from now on, and
+    KeyboardInterrupt ends the grading (its children are killed and reaped), then main returns 130. Where
+    Python swallows that exception (it ran inside a callback: an import lock's, a fork's, a finalizer's),
+    the record still ends the grading at the parent's next look (Supervisor.poll) and main with 130. A
+    second press raises nothing anywhere: not while the first is handled, not after main returned (where
+    it would end Python with -2)."""
+    supervisor.INTERRUPTED.set()
+    _ignore_interrupts()
+    raise KeyboardInterrupt
 
 
 def _ignore_interrupts() -> None:
     """Ctrl-C raised KeyboardInterrupt once and the judge is ending: ignore the next ones, so that it still
-    ends with exit status 130 (a second press would end Python with -2). Before that, a press while the
-    children are reaped is absorbed there (Supervisor.abort finishes its work)."""
+    ends with exit status 130 (a second press would end Python with -2)."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 
@@ -118,6 +144,24 @@ def _main(args) -> int:
     return _grade(exercise, files, args, device, mode)
 
 
+def _parse(argv: list) -> argparse.Namespace:
+    """The arguments, where a file named like an option (`-v.py`) and everything after `--` are files: each
+    is handed to argparse as a placeholder it cannot read as an option (a NUL never reaches a command's
+    arguments), then put back."""
+    argv = list(argv)
+    given = {}
+    ends = argv.index("--") if "--" in argv else len(argv)
+    for i, arg in enumerate(argv):
+        if i > ends or (i < ends and arg.startswith("-") and arg.endswith(".py") and os.path.isfile(arg)):
+            given[f"\0{i}"] = arg
+            argv[i] = f"\0{i}"
+    del argv[ends:ends + 1]
+    args = _parser().parse_intermixed_args(argv)
+    args.id = given.get(args.id, args.id)
+    args.files = [given.get(f, f) for f in args.files]
+    return args
+
+
 def _isolation_asked(args, files) -> str | None:
     """Several files are graded only in the sandbox, unless --no-sandbox says otherwise; one file in the
     strongest isolation this machine has."""
@@ -134,7 +178,9 @@ def _grade(exercise, files, args, device, mode: str) -> int:
     done = itertools.count(1)
 
     def progress(submission) -> None:
-        print(f"{next(done)}/{len(files)} graded: {submission.label}", file=sys.stderr)
+        from .report import progress_line  # torch is imported by now (report imports it)
+
+        print(progress_line(next(done), len(files), submission.label), file=sys.stderr)
 
     results = grade(exercise.id, [str(f) for f in files], seed=args.seed, device=device, jobs=args.jobs,
                     limits=Limits.for_exercise(exercise, time_limit_s=args.time_limit), bench=args.bench,
@@ -142,6 +188,8 @@ def _grade(exercise, files, args, device, mode: str) -> int:
                     isolation=mode)
     from . import report  # imports torch: after the children started
 
+    if supervisor.INTERRUPTED.is_set():               # a Ctrl-C whose KeyboardInterrupt was swallowed
+        raise KeyboardInterrupt
     tampered = [r.label for r in results if r.tampered]
     for f, result in zip(files, results):             # only the learner's own file of this exercise counts
         if f.resolve() == exercise.practice_path.resolve() and not tampered:
@@ -168,11 +216,16 @@ def _grade(exercise, files, args, device, mode: str) -> int:
 
 
 def _check_submission(f: Path) -> None:
-    """A file the judge can grade: a readable regular file (through any symlinks) named *.py."""
+    """A file the judge can grade: a readable regular file (through any symlinks) named *.py, at most
+    MAX_FILE_BYTES long."""
     if not f.is_file():
         raise UsageError(f"no such file: {f}")
     if f.suffix != ".py":
         raise UsageError(f"expected a Python file (*.py), got {f}")
+    size = f.stat().st_size
+    if size > MAX_FILE_BYTES:
+        raise UsageError(f"{f} is too large to grade: {size} bytes, at most {MAX_FILE_BYTES} "
+                         f"({MAX_FILE_BYTES // 2**20} MiB)")
     try:
         with open(f, "rb") as source:
             source.read(1)

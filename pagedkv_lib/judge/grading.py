@@ -170,6 +170,7 @@ def grade(exercise_id, submissions, *, seed: int = 0, device: str = "cpu", limit
                              run.children)
             active[sup] = run
 
+    threads = None                                    # the caller's torch threads, given back at the end
     try:
         start_children(None)                          # sandboxed children load while torch loads here
         with _interrupts_deferred():
@@ -201,12 +202,13 @@ def grade(exercise_id, submissions, *, seed: int = 0, device: str = "cpu", limit
                     if on_done is not None:
                         on_done(run.submission)
                 start_children(cases)
-    finally:                                          # Ctrl-C, or a judge bug: leave no child behind
-        for sup in active:
+        oracle = exercise.oracle_namespace()
+        expected = [_as_sent(module.run(oracle, case)) for case in cases]
+    finally:                                          # Ctrl-C, or a judge bug: leave no child behind, and
+        for sup in active:                            # the caller (a notebook's kernel) its threads
             sup.abort()
-    oracle = exercise.oracle_namespace()
-    expected = [_as_sent(module.run(oracle, case)) for case in cases]
-    torch.set_num_threads(threads)
+        if threads is not None:
+            torch.set_num_threads(threads)
     wall = time.perf_counter() - t0
     results = []
     for run in runs:

@@ -13,14 +13,18 @@
   submission is loaded, so that RLIMIT_NPROC binds; run as a user, bwrap's user namespace counts the
   processes of the sandbox alone. PAGEDKV_JUDGE_BWRAP=0 turns it off.
 - fork: a notebook's code, and files where bwrap is missing: a fork in its own session and process group,
-  ended with killpg. Not a sandbox: it can read and write what the user can, and what leaves its group
-  outlives it. Its scratch directory is removed by a small watcher process when the judge ends, even by
-  SIGKILL (`scratch_dir`).
+  ended with killpg. Not a sandbox: it can read and write what the user can. A process that leaves its
+  group (a double fork into a session of its own) is caught all the same: while forks run, the judge is a
+  child subreaper (Linux's PR_SET_CHILD_SUBREAPER, as tini and systemd use it), so an orphan becomes the
+  judge's child, not init's, and `end_orphans` kills and reaps every child the judge did not start before
+  a forked child is reaped (`Orphans`). Its scratch directory is removed by a small watcher process when
+  the judge ends, even by SIGKILL (`scratch_dir`).
 Either way the child sets its resource limits (`set_limits`: CPU seconds, address space, file size, open
 files, no core) before the submission is imported.
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import itertools
@@ -33,6 +37,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 BWRAP = "bwrap"
@@ -51,6 +56,10 @@ INSTALLED = ("pagedkv_lib", "pagedkv_course[-.]*", "pagedkv-course*", "__editabl
 TASKS_ALLOWANCE = 16                # RLIMIT_NPROC: threads and processes beyond those the child holds at load
 UID_BASE = 2_000_000                # a sandboxed child of a root judge runs as UID_BASE + a number of its own
 PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+PR_GET_CHILD_SUBREAPER = 37
+ORPHANS_END_S = 5.0                 # how long ending the orphans may take (each kill is waited for)
+WATCHER_END_S = 10.0                # a scratch watcher's last removals (at most 50 tries 0.1 s apart)
 _NAMESPACES = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
 _ROOT_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_CHOWN")   # a root judge's child keeps these to drop its uid
 _SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -322,6 +331,7 @@ def scratch_dir() -> tuple:
              "    time.sleep(0.1)\n")
     watcher = subprocess.Popen([sys.executable, "-I", "-S", "-c", watch, path], stdin=subprocess.PIPE,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    ORPHANS.started.add(watcher.pid)
     return path, watcher
 
 
@@ -329,7 +339,12 @@ def release(path: str, watcher) -> None:
     """Remove a forked child's scratch directory, and end its watcher."""
     shutil.rmtree(path, ignore_errors=True)
     watcher.stdin.close()
-    watcher.wait()
+    try:
+        watcher.wait(timeout=WATCHER_END_S)
+    except subprocess.TimeoutExpired:                 # it could not remove the folder: end it
+        watcher.kill()
+        watcher.wait(timeout=WATCHER_END_S)
+    ORPHANS.started.discard(watcher.pid)
 
 
 def die_with_parent() -> None:
@@ -340,6 +355,147 @@ def die_with_parent() -> None:
         ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     except (OSError, AttributeError):
         pass
+
+
+def _prctl(option: int, value) -> bool:
+    """Linux's prctl(option, value); False where it failed or there is none (macOS)."""
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def proc_stat(pid: int) -> list | None:
+    """The fields of /proc/PID/stat after the command name (state first), or None if it has gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def children_listed(pid: int) -> set:
+    """`pid`'s children from /proc/PID/task/*/children (a kernel with CONFIG_PROC_CHILDREN)."""
+    found = set()
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                found |= {int(n) for n in f.read().split()}
+    except OSError:                                   # it has gone, or a thread has
+        pass
+    return found
+
+
+def parent_ids() -> dict:
+    """{pid: parent pid} of every process, from one pass over /proc ({} without /proc)."""
+    found = {}
+    if not os.path.isdir("/proc/self"):
+        return found
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        fields = proc_stat(int(entry))
+        if fields is not None:
+            found[int(entry)] = int(fields[1])
+    return found
+
+
+def children_by_parent(parents: dict, pid: int) -> set:
+    return {child for child, parent in parents.items() if parent == pid}
+
+
+def has_children_files() -> bool:
+    return os.path.exists(f"/proc/self/task/{os.getpid()}/children")
+
+
+def children(pid: int) -> set:
+    """The pids of `pid`'s children (from the kernel's list, else every process's parent id)."""
+    if has_children_files():
+        return children_listed(pid)
+    return children_by_parent(parent_ids(), pid)
+
+
+class Orphans:
+    """The judge as a child subreaper while forked children run: a process that a fork moved out of its
+    group (a double fork, setsid) and whose parent ended becomes the judge's child, and `end_orphans` ends
+    it. `adopt` / `disown` count the forks running; the judge's own children (forks, watchers, sandboxes)
+    are registered as `started`, so that no other child of the judge is taken for an orphan; children the
+    process had before it first adopted (a notebook kernel's own) are left alone."""
+
+    def __init__(self):
+        self.users = 0
+        self.started = set()                          # pids the judge started and has not reaped
+        self.before = set()                           # the process's children before it adopted
+        self.was = False                              # it was a subreaper already (then it stays one)
+
+    def adopt(self) -> None:
+        if self.users == 0:
+            self.before = children(os.getpid()) - self.started
+            self.was = _subreaper()
+            _prctl(PR_SET_CHILD_SUBREAPER, 1)
+        self.users += 1
+
+    def disown(self) -> None:
+        self.users -= 1
+        if self.users == 0 and not self.was:
+            _prctl(PR_SET_CHILD_SUBREAPER, 0)
+
+    def strays(self) -> set:
+        return children(os.getpid()) - self.started - self.before
+
+    def end(self) -> list:
+        """Kill and reap every stray child (and its process group), until none is left (what a killed one
+        started comes to the judge in turn) or ORPHANS_END_S passed; the pids ended."""
+        ended = []
+        deadline = time.monotonic() + ORPHANS_END_S
+        strays = self.strays()
+        while strays and time.monotonic() < deadline:
+            for pid in strays:                        # unreaped children of ours: their pids are not reused
+                fields = proc_stat(pid)
+                if fields is not None and int(fields[3]) not in (0, os.getpgrp()):
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(int(fields[3]), signal.SIGKILL)
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+            for pid in strays:
+                if _reaped(pid, deadline):
+                    ended.append(pid)
+            strays = self.strays()
+        return ended
+
+
+def _subreaper() -> bool:
+    """Whether this process is a child subreaper now."""
+    try:
+        import ctypes
+
+        flag = ctypes.c_int(0)
+        ctypes.CDLL(None, use_errno=True).prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0)
+        return bool(flag.value)
+    except (OSError, AttributeError):
+        return False
+
+
+def _reaped(pid: int, deadline: float) -> bool:
+    """Wait for child `pid` (killed) until `deadline`, looking again every few milliseconds."""
+    while True:
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:                     # reaped elsewhere, or not ours after all
+            return True
+        if done == pid:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.005)
+
+
+ORPHANS = Orphans()
+
+
+def end_orphans() -> list:
+    """Kill and reap every process the judge adopted as a subreaper (see Orphans); the pids ended."""
+    return ORPHANS.end()
 
 
 def kill(pid: int) -> None:

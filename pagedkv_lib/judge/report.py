@@ -11,7 +11,10 @@ finite (a max abs err of NaN) is null.
 What a submission printed or sent, and a file's name, reach a terminal or a spreadsheet only through
 `escaped`: control characters (ESC, CR, a newline inside a label, bidirectional overrides) are shown as
 escapes, and every quoted line is clipped, so a report cannot move the cursor, rewrite a line, add a row
-to the batch table or grow past a few kilobytes.
+to the batch table or to the batch's progress lines (`progress_line`), or grow past a few kilobytes. A CSV
+cell that a spreadsheet would run as a formula (one that starts with =, +, -, @, a tab or a CR: the name of
+a submission's exception class, or a file named `=HYPERLINK(...).py`) starts with a single quote instead,
+as OWASP's advice on CSV injection says (`cell`).
 """
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ from .outcome import CODES, PASSED, clip, not_graded
 MAX_QUOTED_LINES = 40                # lines of a submission's output quoted in the text report
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")    # what makes a spreadsheet read a cell as a formula
 
 
 def escaped(text: str, keep: str = "") -> str:
@@ -139,6 +143,19 @@ def batch_table(results) -> str:
     return "\n".join(lines)
 
 
+def progress_line(done: int, total: int, label: str) -> str:
+    """The line a batch prints on stderr as the grading of file `label` ends."""
+    return f"{done}/{total} graded: {escaped(label)}"
+
+
+def cell(value) -> str:
+    """A CSV cell: escaped, and quoted with a leading ' where a spreadsheet would run it as a formula."""
+    text = escaped(str(value))
+    if text.startswith(_FORMULA_START):
+        return "'" + text
+    return text
+
+
 def to_csv(results) -> str:
     out = io.StringIO()
     writer = csv.writer(out)
@@ -146,6 +163,7 @@ def to_csv(results) -> str:
     for r in results:
         failure = r.first_failure
         message = r.load.message if r.load else (failure.outcome.message if failure else "")
-        writer.writerow([escaped(r.label), r.exercise_id, r.seed, r.verdict, r.passed, r.total,
-                         failure.name if failure and not r.load else "", escaped(message)])
+        first = failure.name if failure and not r.load else ""
+        writer.writerow([cell(r.label), r.exercise_id, r.seed, cell(r.verdict), r.passed, r.total,
+                         cell(first), cell(message)])
     return out.getvalue()

@@ -3,7 +3,8 @@ $PAGEDKV_JUDGE_STATUS. Only the judge's parent writes it, after its children end
 own file of an exercise or code graded in a notebook; an entry the judge could not have written is "unknown".
 Several judges may finish at once (a class graded in parallel, a notebook beside a terminal): each update
 reads, changes and replaces the file under an exclusive lock on a sibling lock file (`fcntl.flock`), through
-a temporary file of its own, so that no update is lost and no reader sees half a file.
+a temporary file of its own, so that no update is lost and no reader sees half a file. The lock is waited
+for LOCK_S at most (a process that holds it forever cannot hang the judge: that verdict is then not kept).
 
     {"127": {"verdict": "passed", "passed": 19, "total": 19, "file": "practice/127_....py", "seed": 0,
              "when": "2026-11-30 20:15:00", "source": "file" | "notebook"}, ...}
@@ -11,6 +12,7 @@ a temporary file of its own, so that no update is lost and no reader sees half a
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -22,6 +24,7 @@ from .outcome import JUDGE_ERROR, NOT_IMPLEMENTED, PASSED, SKIPPED, TAMPERING, V
 from .registry import PRACTICE_DIR
 
 UNKNOWN = "unknown"
+LOCK_S = 30.0                       # how long an update waits for the lock before it gives up
 _FIELDS = {"verdict": str, "passed": int, "total": int, "file": str, "seed": int, "when": str}
 
 
@@ -72,10 +75,20 @@ def record(result, source: str = "file") -> None:
 
 @contextlib.contextmanager
 def _locked():
-    """An exclusive lock on `<status file>.lock` for one read-modify-write (released when it is closed)."""
+    """An exclusive lock on `<status file>.lock` for one read-modify-write (released when it is closed);
+    OSError when another process held it for LOCK_S."""
     target = path()
+    deadline = time.monotonic() + LOCK_S
     with open(target.with_name(target.name + ".lock"), "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise OSError(errno.EWOULDBLOCK, "the status file's lock: held for more than "
+                                  f"{LOCK_S:g} s by another process") from None
+                time.sleep(0.02)
         yield
 
 

@@ -8,9 +8,12 @@ Time is CPU time, as contest judges measure it: the parent reads the child's CPU
 summed over the child's process tree (a sandbox's tree under bwrap; a fork itself), and a phase (loading,
 a case, the benchmark) is a time limit once it has used more CPU than its limit; all of loading and the cases
 together have a CPU budget too. A wall clock WALL_FACTOR times longer is only a backstop (a child that
-sleeps, or waits on something), so a busy machine gives the verdict an idle one gives. Without /proc
-(macOS, where only forks run) the limits are the wall clock's, as long as each limit. Starting (python,
-torch, the cases) is the machine's time, not the submission's: a wall-clock limit of its own.
+sleeps, or waits on something), so a busy machine gives the verdict an idle one gives; and a FILE's loading
+and cases, over all its children, get at most FILE_WALL_FACTOR times its CPU budget on the clock (a file
+that sleeps a little less than each backstop would otherwise cost an instructor's batch minutes: it is a
+time limit that says it waited). Without /proc (macOS, where only forks run) the limits are the wall
+clock's, as long as each limit. Starting (python, torch, the cases) is the machine's time, not the
+submission's: a wall-clock limit of its own. `_limit_passed` is the one check of all these limits.
 
 One rule for a child that does not finish: a limit passed, a time limit (still starting: a busy machine,
 not the submission's time); a MemoryError (in its case's record) or a SIGKILL the judge did not send, a
@@ -48,14 +51,18 @@ from .protocol import (
     send_cases,
 )
 
+INTERRUPTED = threading.Event()      # the command line took a Ctrl-C (cli._interrupted): stop at next look
 REFUSED_HINT = ("a graded function computes its answer and returns it: it may not write files outside its "
                 "working directory, start processes, load native code or open sockets")
 TOO_MUCH = "an infinite loop, or far too much work?"
+WAITS = "does it wait for something that never comes (a sleep, input, a lock)?"
 EXIT_GRACE_S = 2.0                   # a child that sent `done` (or failed to load) has this long to exit
 WALL_FACTOR = 5                      # a CPU limit's wall-clock backstop is this many times longer
+FILE_WALL_FACTOR = 2                 # a file's loading and cases: at most this many times its CPU budget
 READ_BYTES = 1 << 16                 # one read from a pipe
 DRAIN_BYTES = 1 << 20                # read at most this much from one channel before the clock is looked at
 RESCAN_S = 1.0                       # how often the child's process tree is looked for new members
+REAP_S = 30.0                        # a killed child not gone by then is left (in a kernel wait), unsignalled
 _PHASES = {Ready: ("starting",), Loaded: ("loading",), CaseDone: ("cases",), Done: ("cases", "bench")}
 _LIMIT_S = {"loading": "import_limit_s", "cases": "time_limit_s", "bench": "bench_limit_s"}
 _LATE = {"loading": "loading (importing) the file used more than {import_limit_s:g} s of CPU",
@@ -82,7 +89,7 @@ class ProcessTree:
             self._find_members()
         ticks = 0
         for pid in list(self.members):
-            fields = _stat(pid)
+            fields = isolation.proc_stat(pid)
             if fields is None:
                 self.members.discard(pid)
             else:
@@ -90,51 +97,15 @@ class ProcessTree:
         return ticks / _CLK_TCK
 
     def _find_members(self) -> None:
-        if os.path.exists(f"/proc/self/task/{threading.get_native_id()}/children"):
-            children = _children_files
+        if isolation.has_children_files():
+            children = isolation.children_listed
         else:                                         # a kernel without CONFIG_PROC_CHILDREN: parent ids
-            children = functools.partial(_children_by_parent, _parents())
+            children = functools.partial(isolation.children_by_parent, isolation.parent_ids())
         todo = list(self.members)
         while todo:
             found = children(todo.pop()) - self.members
             self.members |= found
             todo += found
-
-
-def _stat(pid: int) -> list | None:
-    """The fields of /proc/PID/stat after the command name (state first), or None if it has gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-
-
-def _children_files(pid: int) -> set:
-    found = set()
-    try:
-        for task in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{task}/children") as f:
-                found |= {int(n) for n in f.read().split()}
-    except OSError:                                   # it has gone, or a thread has
-        pass
-    return found
-
-
-def _parents() -> dict:
-    """{pid: parent pid} of every process, from one pass over /proc."""
-    found = {}
-    if not HAVE_PROC:
-        return found
-    for entry in filter(str.isdigit, os.listdir("/proc")):
-        fields = _stat(int(entry))
-        if fields is not None:
-            found[int(entry)] = int(fields[1])
-    return found
-
-
-def _children_by_parent(parents: dict, pid: int) -> set:
-    return {child for child, parent in parents.items() if parent == pid}
 
 
 @dataclass
@@ -150,7 +121,7 @@ class Seen:
     output_bytes: int = 0                           # all it printed
     result_bytes: int = 0                           # all it wrote on its result channel
     cpu_s: float = 0.0                              # CPU seconds of loading and cases
-    wall_end: float = 0.0                           # the wall-clock backstop of loading plus all cases
+    wall_end: float = 0.0                           # the file's wall clock ends: loading plus all cases
     restart: int | None = None                      # the case a new child starts from, if one does
     fresh: bool = False                             # ... because the child asked for one (not a crash)
 
@@ -172,7 +143,10 @@ class Supervisor:
         else:
             self.scratch, self.watcher = isolation.scratch_dir()
         cpu_s = int(limits.import_limit_s + limits.total_limit_s + bench * limits.bench_limit_s) + 5
-        job = Job(exercise.id, submission.path, seed, device, start, bench,
+        path = None                                  # a notebook's code, or a file: through any link
+        if submission.path is not None:
+            path = os.path.realpath(submission.path)
+        job = Job(exercise.id, path, seed, device, start, bench,
                   self.scratch or isolation.SCRATCH, limits.memory_limit_mb, cpu_s, limits.guards)
         res_r, res_w = os.pipe()
         out_r, out_w = os.pipe()
@@ -182,7 +156,9 @@ class Supervisor:
             self.pid = self.proc.pid
         else:
             self.proc = None
+            isolation.ORPHANS.adopt()                # what the fork moves out of its group comes back here
             self.pid = _fork(job, cases, submission.namespace, res_w, out_w)
+        isolation.ORPHANS.started.add(self.pid)
         os.close(res_w)
         os.close(out_w)
         for fd in (res_r, out_r):
@@ -200,7 +176,7 @@ class Supervisor:
         self.result_before = sum(s.result_bytes for s in earlier)
         self.keep_bytes = limits.output_keep_bytes - sum(len(s.printed) for s in earlier)
         self.restarts = sum(s.restart is not None and not s.fresh for s in earlier)
-        self.wall_end = max((s.wall_end for s in earlier), default=0.0)
+        self.seen.wall_end = max((s.wall_end for s in earlier), default=0.0)    # 0.0: set when ready
         self.outcome: Outcome | None = None          # why the judge ended it, once it did
         self.fresh_asked = False                     # it reported a case after which it must not go on
         self.ended: tuple | None = None              # (signal, exit code), once it has exited
@@ -209,7 +185,7 @@ class Supervisor:
         self.cpu_s = 0.0                             # its CPU seconds, as last read
         self.cpu_ready: float | None = None          # ... when it said it was ready (the submission's start)
         self.cpu_mark = 0.0                          # ... when the phase began
-        self.deadline = time.monotonic() + limits.startup_limit_s      # the phase's wall clock
+        self.deadline = time.monotonic() + limits.startup_limit_s      # the phase's or file's wall clock
         self.loaded_at: float | None = None
 
     # ------------------------------------------------------------------------------------------------------
@@ -254,7 +230,6 @@ class Supervisor:
 
     def _handle(self, message, now: float) -> None:
         seen = self.seen
-        lim = self.limits
         if self.fresh_asked:                          # ended after a case that asked for it: nothing counts
             return
         if isinstance(message, Refused):              # the refusal is the verdict, whatever happens next
@@ -271,8 +246,7 @@ class Supervisor:
             if message.cases != self.total:           # a sandboxed child gets the judge's own cases
                 raise ProtocolError(f"the child built {message.cases} cases, the judge {self.total}: a "
                                     "forged message, or cases that depend on more than (seed, device)")
-            self.wall_end = self.wall_end or now + BACKSTOP * (lim.import_limit_s + lim.total_limit_s)
-            seen.wall_end = self.wall_end
+            seen.wall_end = seen.wall_end or now + self._file_wall_s()
             self.cpu_ready = cpu
             self._begin("loading", now, cpu)
             return
@@ -302,15 +276,16 @@ class Supervisor:
             self._begin("cases", now, cpu)
 
     def _begin(self, phase: str, now: float, cpu: float) -> None:
-        """Phase `phase` starts: its CPU from `cpu` on, its wall clock BACKSTOP times its CPU limit."""
+        """Phase `phase` starts: its CPU from `cpu` on, its wall clock BACKSTOP times its CPU limit (loading
+        and a case: no later than the file's)."""
         self.phase = phase
         self.cpu_mark = cpu
         if phase == "done":
             self.deadline = now + EXIT_GRACE_S
             return
         self.deadline = now + BACKSTOP * getattr(self.limits, _LIMIT_S[phase])
-        if phase == "cases":
-            self.deadline = min(self.deadline, self.wall_end)
+        if phase != "bench":
+            self.deadline = min(self.deadline, self.seen.wall_end)
 
     # ------------------------------------------------------------------------------------------------------
     # limits
@@ -324,19 +299,46 @@ class Supervisor:
         """CPU seconds the submission used in this child: loading and cases (0 before it was ready)."""
         return 0.0 if self.cpu_ready is None else self.cpu_s - self.cpu_ready
 
-    def _over(self, now: float) -> bool:
-        """Whether the phase has passed a limit: its wall clock, its CPU, or the run's CPU budget."""
-        if now > self.deadline:
-            return True
-        if self.phase in ("starting", "done"):
-            return False
-        cpu = self._cpu()
-        if cpu - self.cpu_mark > getattr(self.limits, _LIMIT_S[self.phase]):
-            return True
-        return self.phase != "bench" and self.cpu_before + self.spent() > self._budget()
-
     def _budget(self) -> float:
         return self.limits.import_limit_s + self.limits.total_limit_s
+
+    def _file_wall_s(self) -> float:
+        """The file's wall clock, in seconds: FILE_WALL_FACTOR times its CPU budget (no more than each
+        phase's backstop factor: without /proc, the budget itself)."""
+        return min(BACKSTOP, FILE_WALL_FACTOR) * self._budget()
+
+    def _limit_passed(self, now: float) -> Outcome | None:
+        """Why the phase must end now, or None: the one check of its limits (its CPU, the run's CPU budget,
+        the file's wall clock, its own), the first passed giving the outcome."""
+        lim = self.limits
+        if self.phase == "starting":
+            if now <= self.deadline:
+                return None
+            return judge_error(f"the grading process did not start within {lim.startup_limit_s:g} s (is the "
+                               "machine overloaded? grade it again when it is less busy)", self.mode,
+                               self.send_failed)
+        if self.phase == "done":                      # finished, but slow to exit: nothing to report
+            return None
+        limit_s = getattr(lim, _LIMIT_S[self.phase])
+        cpu = self._cpu()
+        if cpu - self.cpu_mark > limit_s:
+            return Outcome(TIME_LIMIT, _LATE[self.phase].format(**vars(lim)), TOO_MUCH)
+        budget = self._budget()
+        used = self.cpu_before + self.spent()
+        if self.phase != "bench" and used > budget:
+            return Outcome(TIME_LIMIT, f"loading it and all cases used more than {budget:g} s of CPU",
+                           TOO_MUCH)
+        if self.phase != "bench" and now >= self.seen.wall_end:
+            wall_s = self._file_wall_s()
+            return Outcome(TIME_LIMIT, f"loading it and all cases took {wall_s:g} s on the clock but only "
+                           f"{used:.1f} s of CPU: it waited rather than computed (a file gets "
+                           f"{wall_s / budget:g} times its budget of {budget:g} s of CPU on the clock)",
+                           WAITS)
+        if now <= self.deadline:
+            return None
+        return Outcome(TIME_LIMIT, f"no answer after {BACKSTOP * limit_s:g} s on the clock (the limit is "
+                       f"{limit_s:g} s of CPU; a submission that sleeps or waits is stopped at {BACKSTOP} "
+                       "times it)", WAITS)
 
     def stop(self, outcome: Outcome) -> None:
         """End the child (and everything in its group or sandbox) with `outcome` as the reason."""
@@ -345,14 +347,18 @@ class Supervisor:
             isolation.kill(self.pid)
 
     def poll(self) -> bool:
-        """Enforce the limits; True once the child has exited (it is reaped in `finish`)."""
-        if self.outcome is None and self._over(time.monotonic()):
+        """Enforce the limits; True once the child has exited (it is reaped in `finish`). KeyboardInterrupt
+        once a Ctrl-C was taken, in case Python swallowed the one its handler raised."""
+        if INTERRUPTED.is_set():
+            raise KeyboardInterrupt
+        if self.phase == "done" and time.monotonic() > self.deadline:
+            isolation.kill(self.pid)                  # finished, but slow to exit: nothing to report
+        elif self.outcome is None and self._limit_passed(time.monotonic()) is not None:
             self.drain(self.res_fd)                   # a message already in the pipe comes first
-            if self.outcome is None and self._over(time.monotonic()):
-                if self.phase == "done":
-                    isolation.kill(self.pid)          # finished, but slow to exit: nothing to report
-                else:
-                    self.stop(self._late())
+            if self.outcome is None:
+                passed = self._limit_passed(time.monotonic())
+                if passed is not None:
+                    self.stop(passed)
         gone = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)   # not reaped yet
         if gone is not None and gone.si_pid == self.pid:
             if gone.si_code in (os.CLD_KILLED, os.CLD_DUMPED):
@@ -360,26 +366,6 @@ class Supervisor:
             else:
                 self.ended = (None, gone.si_status)
         return self.ended is not None
-
-    def _late(self) -> Outcome:
-        lim = self.limits
-        if self.phase == "starting":
-            return judge_error(f"the grading process did not start within {lim.startup_limit_s:g} s (is the "
-                               "machine overloaded? grade it again when it is less busy)", self.mode,
-                               self.send_failed)
-        limit_s = getattr(lim, _LIMIT_S[self.phase])
-        if self.cpu_s - self.cpu_mark > limit_s:
-            return Outcome(TIME_LIMIT, _LATE[self.phase].format(**vars(lim)), TOO_MUCH)
-        if self.phase != "bench" and self.cpu_before + self.spent() > self._budget():
-            return Outcome(TIME_LIMIT, f"loading it and all cases used more than {self._budget():g} s of CPU",
-                           TOO_MUCH)
-        if self.phase == "cases" and time.monotonic() >= self.wall_end:
-            budget = self._budget()
-            return Outcome(TIME_LIMIT, f"loading it and all cases took longer than {BACKSTOP * budget:g} "
-                           f"s on the clock (the budget is {budget:g} s of CPU)", TOO_MUCH)
-        return Outcome(TIME_LIMIT, f"no answer after {BACKSTOP * limit_s:g} s on the clock (the limit is "
-                       f"{limit_s:g} s of CPU; a submission that sleeps or waits is stopped at {BACKSTOP} "
-                       "times it)", "does it wait for something that never comes (a sleep, input, a lock)?")
 
     # ------------------------------------------------------------------------------------------------------
     # the end
@@ -412,7 +398,7 @@ class Supervisor:
         else:
             rest = self.next + 1
         spent = self.cpu_before + seen.cpu_s
-        room = spent < self._budget() - lim.time_limit_s and time.monotonic() < self.wall_end
+        room = spent < self._budget() - lim.time_limit_s and time.monotonic() < seen.wall_end
         if rest < self.total and (fresh or self.restarts < lim.max_restarts) and room:
             seen.restart = rest                       # restarts after a fresh child's case are free
             seen.fresh = fresh
@@ -455,14 +441,33 @@ class Supervisor:
         self._close()
 
     def _reap(self) -> None:
-        """Kill the child's group, then reap it: no zombie, and no signal to a pid that may be reused."""
-        if not self.reaped:
+        """Kill the child's group (unsandboxed: and every orphan the judge adopted, before and after the
+        child is reaped, so that none outlives the verdict), then reap it: no zombie, and no signal to a pid
+        that may be reused. Each wait looks again every few milliseconds, and gives up after REAP_S."""
+        if self.reaped:
+            return
+        isolation.kill(self.pid)
+        if self.mode == isolation.FORK:
+            isolation.end_orphans()
+        deadline = time.monotonic() + REAP_S
+        while not self._gone() and time.monotonic() < deadline:
             isolation.kill(self.pid)
-            if self.proc is not None:
-                self.proc.wait()
-            else:
-                os.waitpid(self.pid, 0)
-            self.reaped = True
+            time.sleep(0.005)
+        self.reaped = True
+        isolation.ORPHANS.started.discard(self.pid)
+        if self.mode == isolation.FORK:
+            isolation.end_orphans()
+            isolation.ORPHANS.disown()
+
+    def _gone(self) -> bool:
+        """Whether the child has exited, reaping it if so."""
+        if self.proc is not None:
+            return self.proc.poll() is not None
+        try:
+            done, _ = os.waitpid(self.pid, os.WNOHANG)
+        except ChildProcessError:                     # reaped already
+            return True
+        return done == self.pid
 
     def _close(self) -> None:
         for fd in (self.res_fd, self.out_fd):
@@ -494,8 +499,24 @@ def _exec_in_sandbox(job: Job, res_w: int, out_w: int, cases, failed: list) -> s
     finally:
         for fd in (cases_r, *fds):
             os.close(fd)
-    threading.Thread(target=_send_cases, args=(cases_w, job, cases, failed), daemon=True).start()
+    _start_deaf(threading.Thread(target=_send_cases, args=(cases_w, job, cases, failed), daemon=True))
     return proc
+
+
+def _start_deaf(thread: threading.Thread) -> None:
+    """Start `thread` with SIGINT blocked (a thread inherits the mask of the one that starts it). Python runs
+    a signal's handler in the main thread, but the kernel delivers the signal to any thread that does not
+    block it: one delivered here while the main thread defers Ctrl-C (grading._interrupts_deferred, while
+    torch is imported) would run the handler inside that import after all, where Python 3.10 swallowed
+    the KeyboardInterrupt in an import lock's callback and the judge hung."""
+    if not hasattr(signal, "pthread_sigmask"):
+        thread.start()
+        return
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        thread.start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 def _send_cases(fd: int, job: Job, cases, failed: list) -> None:

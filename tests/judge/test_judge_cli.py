@@ -1,11 +1,13 @@
 """The judge's faces: the command line, JSON/CSV reports, the status file, the notebook API, new exercises."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import types
 from pathlib import Path
@@ -167,6 +169,45 @@ def test_judge_cli_a_symlink_to_an_unreadable_file_is_a_usage_error(tmp_path):
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and done.stderr.startswith("judge.py: cannot read "), done.stderr
     assert done.stderr.count("\n") == 1
+
+
+def test_judge_cli_a_file_named_like_an_option_is_a_file_and_so_is_all_after_a_double_dash(
+        tmp_path, monkeypatch, capsys):
+    """`judge.py 122 *.py` where the class's folder holds `--jobs=2.py`: a file, not a usage error."""
+    monkeypatch.chdir(tmp_path)
+    for name in ("--jobs=2.py", "-v.py", "plain.py"):
+        Path(name).write_text(SOLUTION_122)
+    assert cli.main(["122", "--jobs=2.py", "plain.py", "--no-sandbox", "--json"]) == 0
+    assert [r["file"] for r in json.loads(capsys.readouterr().out)] == ["--jobs=2.py", "plain.py"]
+    assert cli.main(["122", "--no-sandbox", "--json", "--", "-v.py", "--json"]) == 2      # no --json.py
+    assert "no such file: --json" in capsys.readouterr().err
+    assert cli.main(["122", "--no-sandbox", "--json", "--", "-v.py", "plain.py"]) == 0
+    assert [r["file"] for r in json.loads(capsys.readouterr().out)] == ["-v.py", "plain.py"]
+
+
+def test_judge_cli_a_file_too_large_to_grade_is_one_line_of_usage_error(tmp_path, capsys):
+    big = tmp_path / "big.py"
+    with open(big, "w") as f:
+        f.write(SOLUTION_122)
+        f.truncate(cli.MAX_FILE_BYTES + 1)                # sparse: no 64 MiB written
+    assert cli.main(["122", str(big)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "too large to grade" in err and "64 MiB" in err, err
+
+
+def test_judge_cli_grades_a_symlink_as_the_file_it_points_to_under_the_name_given(tmp_path, capsys):
+    from pagedkv_lib.judge import isolation
+
+    if isolation.bwrap_path() is None:
+        pytest.skip("bwrap is missing: a fork follows the link by itself")
+    (tmp_path / "elsewhere").mkdir()
+    target = tmp_path / "elsewhere" / "mine.py"
+    target.write_text(SOLUTION_122)
+    link = tmp_path / "122_link.py"
+    link.symlink_to(target)
+    assert cli.main(["122", str(link), "--json"]) == 0, capsys.readouterr()
+    graded = json.loads(capsys.readouterr().out)
+    assert graded["file"] == str(link) and graded["isolation"].startswith("bwrap")
 
 
 def test_judge_cli_takes_options_between_the_id_and_the_files(capsys):
@@ -370,6 +411,47 @@ def test_ctrl_c_while_the_judge_still_imports_torch_ends_it(tmp_path):
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=120)
         assert proc.returncode == 130, err[-2000:]
+
+
+def test_the_thread_that_sends_a_sandbox_its_cases_never_takes_a_ctrl_c(tmp_path, monkeypatch):
+    """A Ctrl-C the kernel delivers to that thread would run Python's handler in the main thread at once,
+    inside torch's import, where the judge defers it: the thread starts with SIGINT blocked."""
+    import re
+
+    from pagedkv_lib.judge import isolation, supervisor
+
+    if isolation.bwrap_path() is None:
+        pytest.skip("bwrap is missing: no thread sends cases to a fork")
+    blocked = []
+    send = supervisor._send_cases
+
+    def recording(*args):
+        status = Path(f"/proc/self/task/{threading.get_native_id()}/status").read_text()
+        blocked.append(int(re.search(r"SigBlk:\s*([0-9a-f]+)", status).group(1), 16))
+        send(*args)
+
+    monkeypatch.setattr(supervisor, "_send_cases", recording)
+    (result,) = grade(122, [SOLUTION_PATH], isolation="bwrap")
+    assert result.ok and blocked and all(mask & 1 << (signal.SIGINT - 1) for mask in blocked), blocked
+
+
+def test_ctrl_c_pressed_again_and_again_ends_the_judge_with_130(tmp_path):
+    """Presses every few milliseconds until the judge has ended: none of them, whenever it comes (while the
+    children are reaped, while the report is printed, after main returned), ends Python with -2."""
+    hangs = tmp_path / "hangs.py"
+    hangs.write_text(SOLUTION_122.replace("    return [", "    while True:\n        pass\n    return ["))
+    for _ in range(3):
+        proc = subprocess.Popen([sys.executable, "judge.py", "122", str(hangs), "--no-sandbox"], cwd=ROOT,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        while not any(p.name.isdigit() and _parent_of(p) == proc.pid for p in Path("/proc").iterdir()):
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.01)
+        while proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGINT)
+            time.sleep(0.002)
+        assert proc.returncode == 130, proc.stderr.read()[-2000:]
 
 
 def _parent_of(entry: Path) -> int | None:

@@ -223,6 +223,60 @@ def test_without_sandbox_or_guards_a_status_write_is_tampering_and_stops_the_bat
     assert json.loads((repo / "practice" / ".judge_status.json").read_text())["121"]["file"] == "x"  # its own
 
 
+ESCAPED = """
+import json, os, sys, time
+marker, judged, root = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+while os.path.exists(f"/proc/{judged}"):                  # until the graded child is gone: the verdict
+    time.sleep(0.01)
+time.sleep(0.3)
+status = os.path.join(root, "practice", ".judge_status.json")
+entry = {"verdict": "passed", "passed": 1, "total": 1, "file": "forged", "seed": 0, "when": "now"}
+with open(status, "w") as f:
+    json.dump({"121": entry}, f)
+for name in os.listdir(os.path.join(root, "practice")):
+    if name.startswith("121_"):
+        with open(os.path.join(root, "practice", name), "a") as f:
+            f.write("# owned")
+with open(os.path.join(root, "README.md"), "a") as f:
+    f.write("owned")
+time.sleep(60)
+"""
+ESCAPES = ("import os, sys\n"
+           "import pagedkv_lib\n"
+           "_root = os.path.dirname(os.path.dirname(os.path.abspath(pagedkv_lib.__file__)))\n"
+           "_judged = os.getpid()\n"
+           "if os.fork() == 0:\n"
+           "    os.setsid()\n"
+           "    if os.fork() == 0:\n"
+           "        _argv = [sys.executable, '-c', ESCAPED, '{marker}', str(_judged), _root]\n"
+           "        os.execv(sys.executable, _argv)\n"
+           "    os._exit(0)\n")
+
+
+def test_without_sandbox_a_process_that_escapes_its_group_ends_before_the_verdict(pristine_repo, tmp_path):
+    """Unsandboxed, guard off: the submission double-forks into a session of its own, and what it left waits
+    for the verdict, then forges a 121 status entry and edits practice/121_*.py and README.md. The judge,
+    a child subreaper, ends it before the verdict: nothing changed, nothing is left running."""
+    repo = fresh_repo(pristine_repo, tmp_path)
+    marker = f"98.{random.randrange(10**6, 10**7)}"
+    folder = repo / "hostile"
+    folder.mkdir()
+    source = (repo / "solutions" / "122_slot_mapping.py").read_text()
+    escapes = f"ESCAPED = {ESCAPED!r}\n" + ESCAPES.replace("{marker}", marker)
+    (folder / "escapes.py").write_text(source + "\n" + escapes)       # after its `from __future__`
+    before = tree_digest(repo)
+    (repo / "cli_driver.py").write_text(CLI_DRIVER)
+    done = sh("python cli_driver.py 122 hostile/escapes.py --no-sandbox", repo, timeout=120)
+    time.sleep(1.0)                                        # what it left would have written by now
+    left = wait_for_no_process(marker)
+    for pid in (line.split(":")[0] for line in left):      # the old judge left it: end it here
+        os.kill(int(pid), 9)
+    assert done.returncode in (0, 3), done.stdout[-1500:] + done.stderr[-1500:]
+    assert not left, "a process outlived the verdict"
+    assert tree_digest(repo) == before, "files changed after the verdict"
+    assert done.returncode == 0 and "122" in done.stdout
+
+
 def test_status_entries_that_do_not_validate_show_as_unknown(tmp_path, monkeypatch):
     from pagedkv_lib.judge import cli, status
 

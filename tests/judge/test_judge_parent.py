@@ -16,13 +16,13 @@ import time
 from pathlib import Path
 
 import pytest
-from plants.adversarial import ADVERSARIAL, in_body
+from plants.adversarial import ADVERSARIAL, at_import, in_body
 from plants.floods import FLOODS
 from test_judge_verdicts import children_of
 
 from pagedkv_lib.judge import cli, report
 from pagedkv_lib.judge.grading import Limits, grade
-from pagedkv_lib.judge.supervisor import WALL_FACTOR, ProcessTree
+from pagedkv_lib.judge.supervisor import FILE_WALL_FACTOR, WALL_FACTOR, ProcessTree
 
 ROOT = Path(__file__).resolve().parents[2]
 LIMITS = Limits(time_limit_s=1.0, import_limit_s=3.0, total_limit_s=6.0, memory_limit_mb=768)
@@ -119,6 +119,66 @@ def test_a_file_name_with_a_newline_adds_no_row_to_the_batch_table(tmp_path):
     assert len(table) == 2 + len(results), table
     assert "\\n" in table[1] and "wrong answer" in table[1]
     assert "\n" not in report.to_csv(results).splitlines()[1]
+
+
+def test_a_file_name_with_a_newline_forges_no_progress_line(tmp_path, capsys):
+    forged = tmp_path / "evil\nok_b127_9.py  19 of 19  passed.py"
+    forged.write_text(SOLUTION_122)
+    plain = tmp_path / "plain.py"
+    plain.write_text(SOLUTION_122)
+    assert cli.main(["122", str(forged), str(plain), "--no-sandbox", "--jobs", "2"]) == 0
+    progress = capsys.readouterr().err.splitlines()
+    assert len(progress) == 2 and all(line.startswith(("1/2 graded: ", "2/2 graded: ")) for line in progress)
+    assert any("evil\\nok_b127_9.py" in line for line in progress), progress
+
+
+def test_csv_cells_that_a_spreadsheet_would_run_as_formulas_start_with_a_quote(tmp_path, monkeypatch):
+    """OWASP's CSV injection: the file's name and the message (an exception class's name) are chosen by it."""
+    monkeypatch.chdir(tmp_path)
+    Path("=HYPERLINK(1+1).py").write_text(SOLUTION_122.replace(
+        "    return [", "    raise type('=HYPERLINK(\"http://x\")', (Exception,), {})()\n    return ["))
+    Path("-1.py").write_text(SOLUTION_122)
+    results = grade(122, ["=HYPERLINK(1+1).py", "-1.py"], limits=LIMITS, jobs=2, isolation="fork")
+    (header, first, second) = list(csv.reader(io.StringIO(report.to_csv(results))))
+    assert first[:4] == ["'=HYPERLINK(1+1).py", "122", "0", "runtime error"], first
+    assert first[header.index("message")].startswith("'=HYPERLINK(\"http://x\")"), first
+    assert second[0] == "'-1.py" and second[header.index("verdict")] == "passed", second
+
+
+def test_grading_gives_the_caller_its_torch_threads_back_even_when_it_fails(tmp_path):
+    """A notebook's kernel that grades keeps its threads, after an error or a Ctrl-C as after a verdict."""
+    import torch
+
+    def fails(submission):
+        raise KeyboardInterrupt
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(3)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            grade(122, written(tmp_path, ["writes_nothing"], {"writes_nothing": (122, SOLUTION_122)}),
+                  limits=LIMITS, isolation="fork", on_done=fails)
+        assert torch.get_num_threads() == 3
+    finally:
+        torch.set_num_threads(before)
+
+
+@pytest.mark.slow
+def test_a_file_that_sleeps_under_each_backstop_is_stopped_by_the_files_wall_clock(tmp_path):
+    """It sleeps at import and in every case a little less than each phase's backstop: the file's loading and
+    cases get FILE_WALL_FACTOR times its CPU budget on the clock, then a time limit that says it waited."""
+    limits = Limits(time_limit_s=0.5, import_limit_s=1.0, total_limit_s=3.0, memory_limit_mb=768)
+    sleeper = tmp_path / "sleeper.py"
+    asleep_s = 0.8 * WALL_FACTOR                                    # times each phase's CPU limit
+    sleeper.write_text(at_import(f"import time\ntime.sleep({asleep_s * limits.import_limit_s})",
+                                 in_body(f"import time\ntime.sleep({asleep_s * limits.time_limit_s})")))
+    (result,) = grade(122, [sleeper], limits=limits, isolation="fork")
+    budget = limits.import_limit_s + limits.total_limit_s
+    assert result.verdict == "time limit" and result.passed >= 1, (result.verdict, result.passed)
+    message = result.first_failure.outcome.message
+    assert "it waited rather than computed" in message
+    assert f"took {FILE_WALL_FACTOR * budget:g} s on the clock" in message
+    assert result.duration_s < FILE_WALL_FACTOR * budget + STARTUP_S + 2, result.duration_s
 
 
 def test_a_stopped_child_passes_on_cpu_time_and_a_busy_one_is_a_time_limit(tmp_path):

@@ -34,3 +34,26 @@ def test_simultaneous_records_from_several_processes_are_all_kept(tmp_path):
     kept = json.loads(target.read_text())
     assert sorted(map(int, kept)) == list(range(1000, 1000 + writers * per_writer))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["status.json", "status.json.lock"]
+
+
+def test_a_status_lock_held_forever_does_not_hang_the_judge(tmp_path, monkeypatch):
+    """Another process holds the status file's lock and never lets go: the update gives up after LOCK_S (the
+    verdict is then not kept), and the judge goes on."""
+    import fcntl
+    import threading
+    from types import SimpleNamespace
+
+    from pagedkv_lib.judge import status
+
+    monkeypatch.setenv("PAGEDKV_JUDGE_STATUS", str(tmp_path / "status.json"))
+    monkeypatch.setattr(status, "LOCK_S", 0.3)
+    holder = open(tmp_path / "status.json.lock", "a")         # a descriptor of its own: flock excludes it
+    fcntl.flock(holder, fcntl.LOCK_EX)
+    result = SimpleNamespace(tampered=[], exercise_id=122, verdict="passed", passed=1, total=1, label="x.py",
+                             seed=0, ok=True)
+    updating = threading.Thread(target=status.record, args=(result,), daemon=True)
+    updating.start()
+    updating.join(10)
+    holder.close()
+    assert not updating.is_alive(), "the update still waits for the lock"
+    assert status.read() == {}
