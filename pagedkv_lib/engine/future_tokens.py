@@ -16,10 +16,12 @@ scheduled only the step before it can still be in flight. vLLM's async schedulin
 copies the previous step's sampled ids into the input ids on the device.
 
 `fill_placeholder` is the host's half: once step t's tokens are read, the placeholder at `position` becomes
-the real token, and a block that position completes (hashed by `may_append` while it still held the
-placeholder) gets its real chained hash, so that a later prompt can hit it; vLLM likewise caches the blocks
-of a request only up to its known tokens (`cache_blocks(request, num_computed_tokens -
-num_output_placeholders)`, same file).
+the real token, and a block that position completes is registered now (`BlockManager.register_block`, which
+registers no block holding a placeholder: `may_append` left it unhashed), so that a later prompt can hit it.
+vLLM likewise caches the blocks of a request only up to its known tokens (`cache_blocks(request,
+num_computed_tokens - num_output_placeholders)`, same file). A sequence preempted before its step is read
+has no table left: the block went back to the pool holding no hash, so it is neither a hit nor, with a CPU
+tier, written out under a hash that no prompt can hit; the prompt is recomputed with the real token.
 """
 from __future__ import annotations
 
@@ -70,21 +72,12 @@ class InFlightStep:
 
 
 def fill_placeholder(block_manager: BlockManager, seq: Sequence, position: int, token_id: int) -> None:
-    """seq.token_ids[position] = token_id; if that token completes a block still in seq's table and the
-    block was hashed with the placeholder, re-hash it with the real token (the chain's previous hash)."""
+    """seq.token_ids[position] = token_id; if that token completes a block still in seq's table, the block
+    is registered in the prefix cache (its chained hash after the block before it)."""
     if seq.token_ids[position] >= 0:
         raise ValueError(f"seq {seq.seq_id}: expected a placeholder (< 0) at position {position}, "
                          f"got token {seq.token_ids[position]}")
     seq.token_ids[position] = token_id
-    bs, i = block_manager.block_size, position // block_manager.block_size
-    if (position + 1) % bs or i >= len(seq.block_table):
-        return
-    block = block_manager.blocks[seq.block_table[i]]
-    if block.hash == -1:                      # never hashed: may_append hashes it when it is scheduled
-        return
-    if block_manager.hash_to_block_id.get(block.hash) == block.block_id:
-        del block_manager.hash_to_block_id[block.hash]                 # the placeholder's hash: never a hit
-    prefix = block_manager.blocks[seq.block_table[i - 1]].hash if i > 0 else -1
-    token_ids = seq.block(i)
-    block.update(block_manager.compute_hash(token_ids, prefix), token_ids)
-    block_manager.hash_to_block_id[block.hash] = block.block_id
+    i = position // block_manager.block_size
+    if (position + 1) % block_manager.block_size == 0 and i < len(seq.block_table):
+        block_manager.register_block(seq, i)

@@ -3,8 +3,8 @@ registered serves hits, and a duplicate takes over when that one is taken from t
 from __future__ import annotations
 
 from pagedkv_lib.core.block_hash_index import BlockHashIndex
+from pagedkv_lib.core.block_manager import block_hashes
 from pagedkv_lib.core.block_pool import BlockPool
-from pagedkv_lib.core.kv_cache_coordinator import block_hashes
 from pagedkv_lib.core.single_type_manager import FullAttentionManager
 
 
