@@ -98,10 +98,12 @@ print("blocks 1, 2, 3 cached; lookup([1, 9, 3]) ->", cache.lookup([1, 9, 3]))
 # %% [markdown]
 # ## 2. The same rules on sequences: `TieredBlockManager`
 #
-# The engine's block manager is notebook 07's `BlockManager` with a `CpuBlockStore` under it. It hashes
-# token ids and checks them on a hit, on both tiers; `tiers(seq)` says which tier serves each block of the
-# prompt. It copies nothing: it queues the saves and loads for the connector (section 3). Block size 4, a
-# pool of 4 blocks, 8 CPU slots: a 9-token prompt is served, freed, pushed out by another, and asked again.
+# The engine's block manager is notebook 07's `BlockManager` with a `CpuBlockStore` under it, and it adds
+# only what the tier needs: a block the pool hands out is written out first (the pool's eviction hook), and a
+# lookup that misses on the GPU asks the CPU. It hashes token ids and checks them on a hit, on both tiers;
+# `cached_prefix(seq)` says which tier serves each block of the prompt. It copies nothing: it queues the saves
+# and loads for the connector (section 3). Block size 4, a pool of 4 blocks, 8 CPU slots: a 9-token prompt is
+# served, freed, pushed out by another, and asked again.
 
 # %%
 from pagedkv_lib.core.sequence import Sequence
@@ -116,7 +118,7 @@ bm.allocate(other)
 print("other evicts first's blocks, saves:", bm.take_transfers()[0])
 bm.deallocate(other)
 again = Sequence(list(range(9)) + [99, 98], block_size=4, seq_id=2)
-print("tiers for the same prefix:", bm.tiers(again))
+print("tiers for the same prefix:", bm.cached_prefix(again))
 bm.allocate(again)
 print("loads:", bm.take_transfers()[1], " tokens not recomputed:", again.num_cached_tokens, "of", len(again))
 
