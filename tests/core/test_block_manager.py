@@ -84,6 +84,17 @@ def test_reuse_drops_the_stale_hash_entry():
         assert bm.blocks[block_id].hash == h
 
 
+def test_a_block_taken_straight_from_the_pool_loses_its_entry_too():
+    """The pool drops the stale entry itself (its on_evict hook), so a caller that takes blocks past the
+    manager (fork / copy-on-write work on the pool) cannot leave one behind."""
+    bm = BlockManager(2, 4)
+    a = seq_of([1, 1, 1, 1, 2])
+    bm.allocate(a)
+    bm.deallocate(a)                                               # free queue [1, 0]; block 0 cached
+    assert bm.pool.allocate(2) == [1, 0]
+    assert bm.hash_to_block_id == {} and bm.blocks[0].hash == -1
+
+
 def test_deallocate_frees_in_reverse_and_keeps_hashes():
     bm = BlockManager(6, 4)
     a = seq_of(range(12))
