@@ -16,12 +16,15 @@ scheduled only the step before it can still be in flight. vLLM's async schedulin
 copies the previous step's sampled ids into the input ids on the device.
 
 `fill_placeholder` is the host's half: once step t's tokens are read, the placeholder at `position` becomes
-the real token, and a block that position completes is registered now (`BlockManager.register_block`, which
-registers no block holding a placeholder: `may_append` left it unhashed), so that a later prompt can hit it.
-vLLM likewise caches the blocks of a request only up to its known tokens (`cache_blocks(request,
-num_computed_tokens - num_output_placeholders)`, same file). A sequence preempted before its step is read
-has no table left: the block went back to the pool holding no hash, so it is neither a hit nor, with a CPU
-tier, written out under a hash that no prompt can hit; the prompt is recomputed with the real token.
+the real token. A block is registered in the prefix cache when the step that writes the K/V of its last
+position is scheduled (`BlockManager.may_append`), but never while that position holds a placeholder
+(`BlockManager.register_block`): if the sequence is already in the step launched since, which writes
+`position`, the block that position completes is registered here, once its token is known; if it is not,
+may_append registers the block when that step comes, and if the sequence ends first, nobody does (the K/V of
+a sequence's last token is never written). vLLM likewise caches the blocks of a request only up to its known
+tokens (`cache_blocks(request, num_computed_tokens - num_output_placeholders)`, same file). A sequence
+preempted before its step is read has no table left: the block went back to the pool holding no hash, so it
+is neither a hit nor, with a CPU tier, written out under a hash that no prompt can hit.
 """
 from __future__ import annotations
 
@@ -72,12 +75,14 @@ class InFlightStep:
 
 
 def fill_placeholder(block_manager: BlockManager, seq: Sequence, position: int, token_id: int) -> None:
-    """seq.token_ids[position] = token_id; if that token completes a block still in seq's table, the block
-    is registered in the prefix cache (its chained hash after the block before it)."""
+    """seq.token_ids[position] = token_id; if that token completes a block still in seq's table and the
+    sequence holds a token after it (the placeholder of the step launched since, which writes `position`'s
+    K/V), the block is registered in the prefix cache (module docstring)."""
     if seq.token_ids[position] >= 0:
         raise ValueError(f"seq {seq.seq_id}: expected a placeholder (< 0) at position {position}, "
                          f"got token {seq.token_ids[position]}")
     seq.token_ids[position] = token_id
     i = position // block_manager.block_size
-    if (position + 1) % block_manager.block_size == 0 and i < len(seq.block_table):
+    completes = (position + 1) % block_manager.block_size == 0
+    if completes and i < len(seq.block_table) and position + 1 < len(seq):
         block_manager.register_block(seq, i)
