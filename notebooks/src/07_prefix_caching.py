@@ -254,11 +254,8 @@ stepper.widget
 
 # %%
 class StaleEntries(pk.BlockManager):  # BUGGY on purpose: reuses a block without dropping its old entry
-    def _new_block(self):
-        (block_id,) = self.pool.allocate(1)
-        block = self.blocks[block_id]
-        block.reset()
-        return block
+    def _evict(self, block_id):
+        self.blocks[block_id].reset()
 
 
 P1, P2, Q, T = [1, 2, 3, 4], [5, 6, 7, 8], [9, 10, 11, 12], [40, 41, 42, 43]
@@ -275,10 +272,10 @@ for manager in (pk.BlockManager(4, 4), StaleEntries(4, 4)):
     print(f"{type(manager).__name__:13s} Z: table {Z.block_table}, {Z.num_cached_tokens} tokens cached, "
           f"reads right: {reads_right(Z, k_cache)}")
 
-# %% [markdown] The fix (nano-vllm `f64d821`, and the library's `BlockManager._new_block`): when a block
-# leaves the free queue, delete `hash_to_block_id[block.hash]` if it still points at this block. vLLM does the
-# same in
-# `_maybe_evict_cached_block`.
+# %% [markdown] The fix (nano-vllm `f64d821`, and the library's `BlockManager._evict`): when a block
+# leaves the free queue, delete `hash_to_block_id[block.hash]` if it still points at this block. vLLM's pool
+# does it in `_maybe_evict_cached_block`, on every block it hands out; the library's pool likewise calls the
+# manager's `_evict` (its `on_evict` hook) on each block `allocate` takes, so no caller can forget it.
 #
 # ### A fully cached prompt leaves nothing to compute (nano-vllm #114, #144)
 #

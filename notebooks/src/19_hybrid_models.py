@@ -108,8 +108,8 @@ for n, (full, sliding), null in frames:
 # Two requests share a prefix; one decodes past the window. The shared block loses one reference, not both:
 
 # %%
+from pagedkv_lib.core.block_manager import block_hashes
 from pagedkv_lib.core.block_pool import BlockPool
-from pagedkv_lib.core.kv_cache_coordinator import block_hashes
 from pagedkv_lib.core.sliding_window_manager import SlidingWindowManager
 
 pool = BlockPool(12)

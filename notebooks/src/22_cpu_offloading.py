@@ -100,11 +100,13 @@ print("blocks 1, 2, 3 cached; lookup([1, 9, 3]) ->", cache.lookup([1, 9, 3]))
 # %% [markdown]
 # ## 2. The same rules on sequences: `TieredBlockManager`
 #
-# The engine's block manager is notebook 07's `BlockManager` with a `CpuBlockStore` under it. It hashes
-# token ids and checks them on a hit, on both tiers; `tiers(seq)` says which tier serves each block of the
-# prompt and where the block lies there: `("gpu", block id)` or `("cpu", slot)`. It copies nothing: it queues
-# the saves and loads for the connector (section 3). Block size 4, a pool of 4 blocks, 8 CPU slots: a
-# 9-token prompt is served, freed, pushed out by another, and asked again.
+# The engine's block manager is notebook 07's `BlockManager` with a `CpuBlockStore` under it, and it adds
+# only what the tier needs: a block the pool hands out is written out first (the pool's eviction hook), and a
+# lookup that misses on the GPU asks the CPU. It hashes token ids and checks them on a hit, on both tiers;
+# `cached_prefix(seq)` says which tier serves each block of the prompt and where the block lies there:
+# `("gpu", block id)` or `("cpu", slot)`. It copies nothing: it queues the saves and loads for the connector
+# (section 3). Block size 4, a pool of 4 blocks, 8 CPU slots: a 9-token prompt is served, freed, pushed out by
+# another, and asked again.
 
 # %%
 from pagedkv_lib.core.sequence import Sequence
@@ -119,13 +121,13 @@ bm.allocate(other)
 print("other evicts first's blocks, saves:", bm.take_transfers()[0])
 bm.deallocate(other)
 again = Sequence(list(range(9)) + [99, 98], block_size=4, seq_id=2)
-print("tiers for the same prefix, (tier, GPU block or CPU slot):", bm.tiers(again))
+print("tiers for the same prefix, (tier, GPU block or CPU slot):", bm.cached_prefix(again))
 bm.allocate(again)
 print("loads (cpu slot, gpu block):", bm.take_transfers()[1], " tokens not recomputed:",
       again.num_cached_tokens, "of", len(again))
 
 # %% [markdown]
-# The first prompt's block 1 was written out first, to CPU slot 0, and its block 0 to slot 1: `tiers` finds
+# The first prompt's block 1 was written out first, to CPU slot 0, and its block 0 to slot 1: `cached_prefix` finds
 # block 0 in slot 1 and block 1 in slot 0, and the loads copy each slot into a fresh GPU block. The third
 # block of `again` holds its last tokens, which are computed whatever the tiers hold (a hit covers at most
 # all tokens but the last, and only full blocks).

@@ -4,9 +4,9 @@ vLLM keeps one map from a block hash to its blocks in its BlockPool (`cached_blo
 the hash AND the KV cache group, so that the same tokens of different groups are cached and evicted
 independently (vllm-project/vllm@1153c0c:docs/design/hybrid_kv_cache_manager.md, "Prefix caching"). The
 course's BlockPool holds no hashes (block_pool.py), so the groups of a hybrid model share this index instead:
-a group registers a full block under (group_id, block_hash) once its tokens are computed, and whoever takes a
-block from the pool calls `drop(block)` first, since the block is about to hold other tokens. A freed block
-stays in the index (it can still be hit) until it is reused.
+a group registers a full block under (group_id, block_hash) once its tokens are computed, and the pool calls
+`drop(block)` on each block it hands out (its `on_evict` hook, block_pool.py), since the block is about to
+hold other tokens. A freed block stays in the index (it can still be hit) until it is reused.
 
 Duplicates are registered too, as in vLLM (vllm/v1/core/block_pool.py@002f349, `cache_full_blocks` and
 `get_cached_block`): a request whose prompt another one already cached gets a fresh block for its last
@@ -38,12 +38,12 @@ class BlockHashIndex:
             return
         if held is not None:
             raise ValueError(f"block {block}: expected a block that holds no hash, got one holding {held} "
-                             f"(drop it when it is taken from the pool)")
+                             f"(the pool drops it when it hands the block out)")
         self.hash_to_blocks.setdefault(key, []).append(block)
         self.block_to_hash[block] = key
 
     def drop(self, block: int) -> None:
-        """Forget what `block` held: it was just taken from the pool for other tokens."""
+        """Forget what `block` held: the pool just handed it out for other tokens (`BlockPool.on_evict`)."""
         key = self.block_to_hash.pop(block, None)
         if key is None:
             return

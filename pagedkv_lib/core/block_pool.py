@@ -6,27 +6,33 @@ whose last reference is dropped goes to its END (`free_blocks`), so the most rec
 last (they may still be worth a prefix hit), and `touch` takes a free block back out of the queue for a
 prefix hit. (Newer vLLM trees return freed blocks that hold no hash to the front instead.)
 What it leaves out: vLLM's pool also holds the prefix cache, the map from a block hash to its block
-(`cached_block_hash_to_block`), and evicts a reused block's stale hash from it (`_maybe_evict_cached_block`);
-and its block 0 is a null block, never handed out, that stands in for skipped blocks. Here the prefix cache
-(each block's hash and tokens, `hash_to_block_id`, the stale entry dropped on reuse) lives in `BlockManager`
-(block_manager.py), as in nano-vllm, and every block can be handed out. It is the one allocator of the
-library: BlockManager keeps its prefix cache and block tables over a BlockPool, and fork / copy-on-write
-(copy_on_write.py) work on one directly.
+(`cached_block_hash_to_block`), and its block 0 is a null block, never handed out, that stands in for skipped
+blocks. Here the prefix cache lives with whoever keeps one (`BlockManager`'s `hash_to_block_id`, the hybrid
+groups' `BlockHashIndex`), and every block can be handed out.
+What it keeps of vLLM's eviction: a free block may still be cached (it keeps its hash until it is reused), so
+`allocate` passes each block it takes to `on_evict`, the hook the cache's owner gave, which drops the block's
+stale entry and may do more (the CPU tier writes the block out first: tiered_block_manager.py); vLLM's pool
+calls `_maybe_evict_cached_block` on each block it pops (vllm/v1/core/block_pool.py@002f349,
+`get_new_block_bundles`). No hook: nothing is cached, nothing to drop.
+It is the one allocator of the library: BlockManager keeps its prefix cache and block tables over a
+BlockPool, and fork / copy-on-write (copy_on_write.py) work on one directly.
 """
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 
 
 class BlockPool:
     """`num_blocks` physical blocks with ids 0..num_blocks-1, all free at the start."""
 
-    def __init__(self, num_blocks: int):
+    def __init__(self, num_blocks: int, on_evict: Callable[[int], None] | None = None):
         if isinstance(num_blocks, bool) or not isinstance(num_blocks, int) or num_blocks < 0:
             raise ValueError(f"num_blocks: expected an int >= 0, got {num_blocks!r}")
         self.num_blocks = num_blocks
         self.free_block_ids: deque[int] = deque(range(num_blocks))
         self.ref_counts: list[int] = [0] * num_blocks
+        self.on_evict = on_evict        # called with each block allocate hands out (module docstring)
 
     def num_free(self) -> int:
         return len(self.free_block_ids)
@@ -36,7 +42,8 @@ class BlockPool:
         return self.ref_counts[block]
 
     def allocate(self, n: int) -> list[int] | None:
-        """Take n blocks from the front of the free queue, each with one reference.
+        """Take n blocks from the front of the free queue, each with one reference, one after the other,
+        each passed to `on_evict` (when set) as it is taken: its cached tokens are evicted.
 
         Returns None, and changes nothing, when fewer than n blocks are free.
         """
@@ -44,9 +51,13 @@ class BlockPool:
             raise ValueError(f"n: expected an int >= 0, got {n!r}")
         if n > len(self.free_block_ids):
             return None
-        blocks = [self.free_block_ids.popleft() for _ in range(n)]
-        for b in blocks:
+        blocks = []
+        for _ in range(n):
+            b = self.free_block_ids.popleft()
             self.ref_counts[b] = 1
+            if self.on_evict is not None:
+                self.on_evict(b)
+            blocks.append(b)
         return blocks
 
     def free(self, blocks: list[int]) -> None:

@@ -19,7 +19,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .block_hash_index import BlockHashIndex
-from .block_manager import BlockManager
 from .block_pool import BlockPool
 from .single_type_manager import FullAttentionManager, SingleTypeManager
 from .sliding_window_manager import SlidingWindowManager
@@ -50,16 +49,6 @@ class KVCacheGroupSpec:
                              f"{self.sliding_window!r} for {self.kind!r}")
 
 
-def block_hashes(token_ids: list[int], block_size: int) -> list[int]:
-    """The chained hashes of the full blocks of `token_ids` (BlockManager.compute_hash), shared by the
-    groups: the same tokens hash the same in every group, the index tells the groups apart."""
-    hashes, h = [], -1
-    for start in range(0, len(token_ids) - block_size + 1, block_size):
-        h = BlockManager.compute_hash(token_ids[start:start + block_size], h)
-        hashes.append(h)
-    return hashes
-
-
 class KVCacheCoordinator:
     """`num_blocks` blocks of `block_size` tokens shared by one manager per group spec."""
 
@@ -69,9 +58,9 @@ class KVCacheCoordinator:
         if not groups:
             raise ValueError("groups: expected at least one KVCacheGroupSpec, got none")
         self.block_size = block_size
-        self.pool = BlockPool(num_blocks)
-        (self.null_block,) = self.pool.allocate(1)      # vLLM's block 0: never freed, stands in for skips
         self.index = BlockHashIndex()
+        self.pool = BlockPool(num_blocks, on_evict=self.index.drop)
+        (self.null_block,) = self.pool.allocate(1)      # vLLM's block 0: never freed, stands in for skips
         self.specs = list(groups)
         self.sliding_window_rule = sliding_window_rule
         self.managers: list[SingleTypeManager] = [self._manager(spec, i) for i, spec in enumerate(groups)]

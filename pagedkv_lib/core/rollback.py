@@ -8,8 +8,9 @@ tokens with valid K/V, plus the bonus token the step sampled (its K/V is written
   even when partial, and the next step's may_append finds the table exactly as after a plain decode;
 - the blocks after them held only rejected drafts: released last first (the pool puts a block whose last
   reference goes at the END of the free queue), never hashed;
-- every kept block FULL of computed tokens gets its chained hash now (the same rule as may_append): a block
-  that held an unverified token was never registered, so no prefix hit can read a rejected draft's K/V.
+- every kept block FULL of computed tokens gets its chained hash now (`BlockManager.register_block`, the
+  rule may_append follows): a block that held an unverified token was never registered, so no prefix hit
+  can read a rejected draft's K/V.
 This is the rule vLLM V1 writes as "cache only up to request.num_tokens" in `KVCacheManager.allocate_slots`
 (`vllm/v1/core/kv_cache_manager.py` at 003df29); rejected tokens' slots are simply overwritten later.
 
@@ -41,11 +42,5 @@ def truncate(block_manager: BlockManager, seq: Sequence, num_computed_tokens: in
     for block_id in reversed(table[num_kept:]):
         block_manager.pool.free([block_id])
     del table[num_kept:]
-    h = -1
-    for i in range(num_computed_tokens // bs):                 # full blocks of computed tokens
-        block = block_manager.blocks[table[i]]
-        if block.hash == -1:
-            token_ids = seq.block(i)
-            block.update(block_manager.compute_hash(token_ids, h), token_ids)
-            block_manager.hash_to_block_id[block.hash] = block.block_id
-        h = block.hash
+    for i in range(num_computed_tokens // bs):                 # full blocks of computed tokens, in order
+        block_manager.register_block(seq, i)                   # (one already hashed is left as it is)

@@ -7,7 +7,9 @@ vllm-project/vllm@1153c0c:docs/design/hybrid_kv_cache_manager.md): a coordinator
 `SingleTypeManager`, and the full-attention group, `FullAttentionManager`; sliding_window_manager.py and
 state_manager.py hold the other kinds. Each group keeps its own block table per request (`block_tables`, keyed
 by request id), takes blocks from the shared `BlockPool` (block_pool.py) and registers its full blocks in a
-shared `BlockHashIndex` (block_hash_index.py) under its `group_id`.
+shared `BlockHashIndex` (block_hash_index.py) under its `group_id`. The pool's `on_evict` hook is the index's
+`drop` (a manager wires it when the pool has none), so a block taken from the pool leaves the index there,
+whichever group takes it, as vLLM's pool evicts a cached block when it hands it out.
 
 `null_block` is a block the coordinator takes from the pool once and never frees, as vLLM's block 0: it
 stands in a block table for a block the group does not need (a sliding window's skipped blocks). It is
@@ -38,6 +40,11 @@ class SingleTypeManager:
         self.block_size = block_size
         self.null_block = null_block
         self.index = BlockHashIndex() if index is None else index
+        if pool.on_evict is None:
+            pool.on_evict = self.index.drop     # a block the pool hands out leaves the index (block_pool.py)
+        elif pool.on_evict != self.index.drop:
+            raise ValueError(f"pool: expected a pool whose on_evict drops from this group's index (or none), "
+                             f"got on_evict={pool.on_evict!r}")
         self.group_id = group_id
         self.block_tables: dict[str, list[int]] = {}
         self.num_cached_blocks: dict[str, int] = {}     # leading blocks of a request already in the index
@@ -87,9 +94,7 @@ class SingleTypeManager:
         num_required_blocks(num_tokens) entries; returns them. The caller checked that they are free."""
         table = self.block_tables[request_id]
         fresh = self.pool.allocate(max(0, self.num_required_blocks(num_tokens) - len(table)))
-        for b in fresh:
-            self.index.drop(b)                  # it held other tokens: its old hash no longer names it
-        table.extend(fresh)
+        table.extend(fresh)                     # (the pool dropped their old hashes from the index)
         return fresh
 
     def cache_blocks(self, request_id: str, block_hashes: list[int], num_tokens: int) -> None:

@@ -31,6 +31,10 @@ from .sequence import Sequence
 
 
 class TieredBlockManager(BlockManager):
+    """BlockManager plus what the CPU tier adds: eviction writes out (`_evict`), a lookup falls back to the
+    CPU (`_find`), a CPU hit is pinned (`_take_hit`) and loaded (`_load`). Prefix lookup, allocation and
+    registration are BlockManager's."""
+
     def __init__(self, num_blocks: int, block_size: int, num_cpu_blocks: int):
         super().__init__(num_blocks, block_size)
         self.cpu = CpuBlockStore(num_cpu_blocks)
@@ -40,78 +44,49 @@ class TieredBlockManager(BlockManager):
         self.num_loaded_blocks = 0
         self.admissions: list[tuple[int, int]] = []   # per allocate: (tokens hit on the GPU, tokens loaded)
 
-    def _new_block(self):
-        """The front block of the free queue; if it still holds a cached block, that block is evicted from
-        the GPU tier: written out to the CPU tier first, unless the CPU already holds it."""
-        block = self.blocks[self.pool.free_block_ids[0]]
-        if block.hash != -1 and self.hash_to_block_id.get(block.hash) == block.block_id \
-                and self.cpu.lookup(block.hash, block.token_ids) is None:
+    def _evict(self, block_id: int) -> None:
+        """The pool hands the block out: if it still holds a cached block, that block is written out to the
+        CPU tier first, unless the CPU already holds it; then BlockManager drops the stale entry."""
+        block = self.blocks[block_id]
+        if self.is_cached(block_id) and self.cpu.lookup(block.hash, block.token_ids) is None:
             slot = self.cpu.store(block.hash, block.token_ids)
             if slot is not None:
-                self.saves.append((block.block_id, slot))
+                self.saves.append((block_id, slot))
                 self.num_saved_blocks += 1
-        return super()._new_block()
+        super()._evict(block_id)
 
-    def tiers(self, seq: Sequence) -> list[tuple[str, int]]:
-        """Which tier serves each block of seq's cached prefix: ("gpu", block id) or ("cpu", slot), up to the
-        first full block that neither holds (at most num_tokens - 1 tokens, as on one tier)."""
-        out, h = [], -1
-        for i in range((seq.num_tokens - 1) // self.block_size):
-            token_ids = seq.block(i)
-            h = self.compute_hash(token_ids, h)
-            block_id = self.hash_to_block_id.get(h, -1)
-            if block_id != -1 and self.blocks[block_id].token_ids == token_ids:
-                out.append(("gpu", block_id))
-                continue
-            slot = self.cpu.lookup(h, token_ids)
-            if slot is None:
-                break
-            out.append(("cpu", slot))
-        return out
+    def _find(self, block_hash: int, token_ids: list[int]) -> tuple[str, int] | None:
+        """The GPU's block, else ("cpu", the slot that holds these tokens under this hash), else None."""
+        on_gpu = super()._find(block_hash, token_ids)
+        if on_gpu is not None:
+            return on_gpu
+        slot = self.cpu.lookup(block_hash, token_ids)
+        return None if slot is None else ("cpu", slot)
 
-    def can_allocate(self, seq: Sequence) -> bool:
-        """Free blocks for every block not served by the GPU, and for GPU hits sitting in the free queue."""
-        gpu = [b for tier, b in self.tiers(seq) if tier == "gpu"]
-        reused_free = sum(1 for b in gpu if self.blocks[b].ref_count == 0)
-        return self.pool.num_free() >= seq.num_blocks - len(gpu) + reused_free
+    def _take_hit(self, tier: str, where: int) -> None:
+        """A CPU hit is pinned (no save may overwrite its slot before the load runs) and becomes the most
+        recently used; a GPU hit is BlockManager's."""
+        if tier != "cpu":
+            super()._take_hit(tier, where)
+            return
+        self.cpu.pin(where)
+        self.cpu.touch(where)
+
+    def _load(self, tier: str, where: int, block_id: int) -> None:
+        """Queue the copy of CPU slot `where` into the fresh GPU block `block_id`."""
+        if tier != "cpu":
+            super()._load(tier, where, block_id)
+            return
+        self.loads.append((where, block_id))
+        self.num_loaded_blocks += 1
 
     def allocate(self, seq: Sequence) -> None:
-        """A block table for `seq`: GPU hits shared, CPU hits loaded into fresh blocks, the rest fresh.
-
-        GPU hits are taken (touched) and CPU hits pinned and made the most recently used, the last block
-        first so that the prompt's first block ends the newest (vLLM's `touch` walks the hashes reversed:
-        a prefix outlives its continuations), BEFORE any fresh block is allocated: a fresh block
-        evicts from the GPU's free queue and may write out to the CPU, and neither may take a block this
-        prompt is about to use."""
-        if seq.block_table:
-            raise ValueError(f"seq {seq.seq_id} already has a block table {seq.block_table}")
-        served = self.tiers(seq)
-        for tier, where in reversed(served):          # the last block first: the first ends the newest
-            if tier == "gpu":
-                self.pool.touch([where])
-            else:
-                self.cpu.pin(where)
-                self.cpu.touch(where)
-        h, num_gpu, num_loaded = -1, 0, 0
-        for i in range(seq.num_blocks):
-            token_ids = seq.block(i)
-            h = self.compute_hash(token_ids, h) if len(token_ids) == self.block_size else -1
-            tier, where = served[i] if i < len(served) else ("", -1)
-            if tier == "gpu":
-                block = self.blocks[where]
-                num_gpu += 1
-            else:
-                block = self._new_block()
-                if h != -1:
-                    block.update(h, token_ids)
-                    self.hash_to_block_id[h] = block.block_id
-                if tier == "cpu":
-                    self.loads.append((where, block.block_id))
-                    num_loaded += 1
-            seq.block_table.append(block.block_id)
-        seq.num_cached_tokens += (num_gpu + num_loaded) * self.block_size
-        self.num_loaded_blocks += num_loaded
-        self.admissions.append((num_gpu * self.block_size, num_loaded * self.block_size))
+        """BlockManager's allocate (GPU hits shared, CPU hits loaded into fresh blocks, the rest fresh), and
+        what it admitted recorded: (tokens hit on the GPU, tokens loaded)."""
+        num_loaded_before = self.num_loaded_blocks
+        super().allocate(seq)
+        loaded = (self.num_loaded_blocks - num_loaded_before) * self.block_size
+        self.admissions.append((seq.num_cached_tokens - loaded, loaded))
 
     def take_transfers(self) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
         """(saves, loads) queued since the last call, in order; the loads' CPU slots are unpinned: the

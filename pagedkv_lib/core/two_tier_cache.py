@@ -7,6 +7,12 @@ the list of its blocks' chained hashes (None for a block with no hash: a partial
 a freed block keeps its hash until then. The CPU tier is `num_cpu_blocks` slots in LRU order. Notebook 22
 walks through it; `tests/core/test_tiered_block_manager.py` checks that it makes the same decisions as the
 TieredBlockManager on the same prompts.
+
+Why a second copy of the rules, when TieredBlockManager registers, evicts and looks up through
+BlockManager's one version of each: this module is what the learner writes in exercise 141, state and all
+(`gpu_hash_to_block`, the free queue, the stale hash dropped in `_new_block`), and the judge compares the
+learner's state with this one's after every call. Built on BlockManager, it would need sequences and token ids
+the exercise leaves out, and its state would not be the learner's.
 """
 from __future__ import annotations
 

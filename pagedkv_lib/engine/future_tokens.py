@@ -16,10 +16,15 @@ scheduled only the step before it can still be in flight. vLLM's async schedulin
 copies the previous step's sampled ids into the input ids on the device.
 
 `fill_placeholder` is the host's half: once step t's tokens are read, the placeholder at `position` becomes
-the real token, and a block that position completes (hashed by `may_append` while it still held the
-placeholder) gets its real chained hash, so that a later prompt can hit it; vLLM likewise caches the blocks
-of a request only up to its known tokens (`cache_blocks(request, num_computed_tokens -
-num_output_placeholders)`, same file).
+the real token. A block is registered in the prefix cache when the step that writes the K/V of its last
+position is scheduled (`BlockManager.may_append`), but never while that position holds a placeholder
+(`BlockManager.register_block`): if the sequence is already in the step launched since, which writes
+`position`, the block that position completes is registered here, once its token is known; if it is not,
+may_append registers the block when that step comes, and if the sequence ends first, nobody does (the K/V of
+a sequence's last token is never written). vLLM likewise caches the blocks of a request only up to its known
+tokens (`cache_blocks(request, num_computed_tokens - num_output_placeholders)`, same file). A sequence
+preempted before its step is read has no table left: the block went back to the pool holding no hash, so it
+is neither a hit nor, with a CPU tier, written out under a hash that no prompt can hit.
 """
 from __future__ import annotations
 
@@ -71,20 +76,13 @@ class InFlightStep:
 
 def fill_placeholder(block_manager: BlockManager, seq: Sequence, position: int, token_id: int) -> None:
     """seq.token_ids[position] = token_id; if that token completes a block still in seq's table and the
-    block was hashed with the placeholder, re-hash it with the real token (the chain's previous hash)."""
+    sequence holds a token after it (the placeholder of the step launched since, which writes `position`'s
+    K/V), the block is registered in the prefix cache (module docstring)."""
     if seq.token_ids[position] >= 0:
         raise ValueError(f"seq {seq.seq_id}: expected a placeholder (< 0) at position {position}, "
                          f"got token {seq.token_ids[position]}")
     seq.token_ids[position] = token_id
-    bs, i = block_manager.block_size, position // block_manager.block_size
-    if (position + 1) % bs or i >= len(seq.block_table):
-        return
-    block = block_manager.blocks[seq.block_table[i]]
-    if block.hash == -1:                      # never hashed: may_append hashes it when it is scheduled
-        return
-    if block_manager.hash_to_block_id.get(block.hash) == block.block_id:
-        del block_manager.hash_to_block_id[block.hash]                 # the placeholder's hash: never a hit
-    prefix = block_manager.blocks[seq.block_table[i - 1]].hash if i > 0 else -1
-    token_ids = seq.block(i)
-    block.update(block_manager.compute_hash(token_ids, prefix), token_ids)
-    block_manager.hash_to_block_id[block.hash] = block.block_id
+    i = position // block_manager.block_size
+    completes = (position + 1) % block_manager.block_size == 0
+    if completes and i < len(seq.block_table) and position + 1 < len(seq):
+        block_manager.register_block(seq, i)

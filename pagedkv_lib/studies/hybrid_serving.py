@@ -17,8 +17,8 @@ window's blocks; without it, every block of the prefix, and under pressure the e
 """
 from __future__ import annotations
 
-from pagedkv_lib.core.block_manager import BlockManager
-from pagedkv_lib.core.kv_cache_coordinator import KVCacheCoordinator, block_hashes
+from pagedkv_lib.core.block_manager import BlockManager, block_hashes
+from pagedkv_lib.core.kv_cache_coordinator import KVCacheCoordinator
 from pagedkv_lib.core.sequence import Sequence
 from pagedkv_lib.core.validation import check_no_lookahead
 from pagedkv_lib.studies.hybrid_memory import HYBRID_MODELS, layer_groups, page_bytes

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import random
 
-from pagedkv_lib.core.kv_cache_coordinator import KVCacheCoordinator, KVCacheGroupSpec, block_hashes
+from pagedkv_lib.core.block_manager import block_hashes
+from pagedkv_lib.core.kv_cache_coordinator import KVCacheCoordinator, KVCacheGroupSpec
 
 
 def needed_entries(num_computed: int, num_slots: int, window: int, block_size: int) -> set[int]:

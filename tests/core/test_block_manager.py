@@ -1,5 +1,7 @@
 """BlockManager prefix caching: chained hashes, full blocks only, token check, the hit cap, stale entries."""
+import ast
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -80,6 +82,17 @@ def test_reuse_drops_the_stale_hash_entry():
     assert d.num_cached_tokens == 4 and d.block_table[0] == 0
     for h, block_id in bm.hash_to_block_id.items():
         assert bm.blocks[block_id].hash == h
+
+
+def test_a_block_taken_straight_from_the_pool_loses_its_entry_too():
+    """The pool drops the stale entry itself (its on_evict hook), so a caller that takes blocks past the
+    manager (fork / copy-on-write work on the pool) cannot leave one behind."""
+    bm = BlockManager(2, 4)
+    a = seq_of([1, 1, 1, 1, 2])
+    bm.allocate(a)
+    bm.deallocate(a)                                               # free queue [1, 0]; block 0 cached
+    assert bm.pool.allocate(2) == [1, 0]
+    assert bm.hash_to_block_id == {} and bm.blocks[0].hash == -1
 
 
 def test_deallocate_frees_in_reverse_and_keeps_hashes():
@@ -168,3 +181,40 @@ def test_num_new_blocks_is_one_exactly_when_the_new_token_opens_a_block():
     for block_size in (1, 2, 3, 16):
         got = [num_new_blocks(n, block_size) for n in range(1, 40)]
         assert got == [int(p % block_size == 0) for p in range(0, 39)], block_size
+
+
+LIB = Path(__file__).resolve().parents[2] / "pagedkv_lib"
+# the indexes themselves: BlockManager's hash_to_block_id, and the hybrid groups' BlockHashIndex (its own
+# insert and drop; the groups register through insert, the pool drops through on_evict)
+INDEXES = {"core/block_manager.py", "core/block_hash_index.py"}
+# exercise 141's oracle: a hash-level model (no tokens, no Sequence) with a GPU index of its own, graded
+# against the learner's version; test_tiered_block_manager holds it equal to TieredBlockManager
+OWN_INDEX = {"core/two_tier_cache.py"}
+
+
+def index_writes(root: Path) -> dict[str, list[str]]:
+    """Per module of core/ and engine/: each call of compute_hash or of an index's drop, and each assignment
+    to or deletion of an entry of a hash -> block map, as "line: what"."""
+    found = {}
+    for path in sorted([*root.glob("core/*.py"), *root.glob("engine/*.py")]):
+        hits = []
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                    and node.func.attr in ("compute_hash", "drop"):
+                hits.append(f"{node.lineno}: {node.func.attr}(")
+            targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else []
+            for target in targets:
+                if isinstance(target, ast.Subscript) and "hash_to_block" in ast.unparse(target.value):
+                    hits.append(f"{node.lineno}: {ast.unparse(target)} {type(node).__name__.lower()}")
+        found[path.relative_to(root).as_posix()] = hits
+    return found
+
+
+def test_the_index_rules_are_written_once_in_block_manager():
+    """A block is hashed and indexed only by BlockManager.register_block and loses its entry only in
+    BlockManager._evict (or BlockHashIndex.drop), which the pool calls (BlockPool.on_evict): no other module
+    of core/ or engine/ hashes a block, writes an index entry or drops one."""
+    writes = index_writes(LIB)
+    elsewhere = {m: hits for m, hits in writes.items() if hits and m not in INDEXES | OWN_INDEX}
+    assert elsewhere == {}
+    assert writes["core/block_manager.py"], "the scan finds nothing: it no longer reads the code"

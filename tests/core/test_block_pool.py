@@ -91,3 +91,14 @@ def test_random_operations_keep_ref_counts_consistent(script):
     for t in tables:
         pool.free(t)
     assert pool.num_free() == 8 and sorted(pool.free_block_ids) == list(range(8))
+
+
+def test_on_evict_sees_each_block_allocate_hands_out_in_order_and_nothing_on_a_failed_allocate():
+    seen = []
+    pool = BlockPool(4, on_evict=seen.append)
+    pool.allocate(2)
+    pool.free([1, 0])
+    assert pool.allocate(3) == [2, 3, 1] and seen == [0, 1, 2, 3, 1]
+    assert pool.allocate(2) is None and seen == [0, 1, 2, 3, 1]
+    pool.touch([0])                                   # a prefix hit takes a block back: nothing evicted
+    assert seen == [0, 1, 2, 3, 1]

@@ -7,8 +7,9 @@ import random
 import pytest
 
 from pagedkv_lib.core.block_hash_index import BlockHashIndex
+from pagedkv_lib.core.block_manager import block_hashes
 from pagedkv_lib.core.block_pool import BlockPool
-from pagedkv_lib.core.kv_cache_coordinator import KVCacheCoordinator, KVCacheGroupSpec, block_hashes
+from pagedkv_lib.core.kv_cache_coordinator import KVCacheCoordinator, KVCacheGroupSpec
 from pagedkv_lib.core.single_type_manager import FullAttentionManager
 from pagedkv_lib.core.sliding_window_manager import SlidingWindowManager
 from pagedkv_lib.core.state_manager import StateManager

@@ -47,7 +47,7 @@ def test_tiered_block_manager_matches_the_two_tier_model(seed):
                 continue
             seq = Sequence(tokens, bs, seq_id=step)
             hashes = block_hashes(tokens, bs)
-            assert [t for t, _ in bm.tiers(seq)] == model.lookup(hashes)
+            assert [t for t, _ in bm.cached_prefix(seq)] == model.lookup(hashes)
             can = bm.can_allocate(seq)
             table = model.allocate(hashes)
             assert can == (table is not None)
@@ -79,7 +79,7 @@ def test_an_evicted_prefix_block_is_written_out_and_loaded_back():
     assert saves == [(1, 0), (0, 1)] and loads == []
     bm.deallocate(b)
     c = seq_of([1, 2, 3, 4, 7], seq_id=2)
-    assert [t for t, _ in bm.tiers(c)] == ["cpu", "cpu"]
+    assert [t for t, _ in bm.cached_prefix(c)] == ["cpu", "cpu"]
     bm.allocate(c)
     assert c.num_cached_tokens == 4
     saves, loads = bm.take_transfers()
@@ -101,8 +101,8 @@ def test_the_lookup_stops_at_the_first_block_neither_tier_holds():
     a = seq_of([1, 2, 3, 4, 5, 6, 7])
     bm.allocate(a)
     bm.deallocate(a)
-    assert len(bm.tiers(seq_of([1, 2, 3, 4, 5, 6, 7]))) == 3
-    assert len(bm.tiers(seq_of([1, 2, 0, 0, 5, 6, 7]))) == 1
+    assert len(bm.cached_prefix(seq_of([1, 2, 3, 4, 5, 6, 7]))) == 3
+    assert len(bm.cached_prefix(seq_of([1, 2, 0, 0, 5, 6, 7]))) == 1
 
 
 def test_a_slot_a_queued_load_reads_is_not_evicted():

@@ -15,8 +15,10 @@ from dataclasses import replace
 import pytest
 import torch
 
+from pagedkv_lib.core.sequence import Sequence
+from pagedkv_lib.core.tiered_block_manager import TieredBlockManager
 from pagedkv_lib.engine import LLM, EngineConfig, ModelConfig, SamplingParams
-from pagedkv_lib.engine.future_tokens import placeholder_id, resolve_placeholders
+from pagedkv_lib.engine.future_tokens import fill_placeholder, placeholder_id, resolve_placeholders
 from pagedkv_lib.engine.kernel_choice import triton_kernels_available
 
 POOL_TOKENS = 96
@@ -159,16 +161,19 @@ def test_a_prefill_with_a_placeholder_is_refused():
         llm.model_runner.launch(seqs, True, [0.0], torch.zeros(1, dtype=torch.int64))
 
 
-def test_generated_blocks_are_hit_by_a_later_prompt_with_overlap_as_without():
-    """The block a placeholder completes is re-hashed once the token is known: a prompt that repeats a
-    request and its completion finds as many cached tokens as in the sequential engine."""
+@pytest.mark.parametrize("max_tokens", [11, 12])
+def test_generated_blocks_are_hit_by_a_later_prompt_with_overlap_as_without(max_tokens):
+    """The block a placeholder completes is registered once the token is known: a prompt that repeats a
+    request, its completion and one more token finds as many cached tokens as in the sequential engine.
+    With 11 tokens out, the last one completes block 3 and its K/V is never written: neither engine may
+    register that block."""
     prompt = [5, 9, 2, 7, 1]
     cached = {}
     for overlap in (False, True):
         llm = LLM(replace(engine_config(4, "cpu", overlap), max_num_seqs=1))
-        (out,) = llm.generate([prompt], SamplingParams(max_tokens=12), use_tqdm=False)
+        (out,) = llm.generate([prompt], SamplingParams(max_tokens=max_tokens), use_tqdm=False)
         num_steps = len(llm.stats)
-        llm.generate([prompt + out], SamplingParams(max_tokens=1), use_tqdm=False)
+        llm.generate([prompt + out + [3]], SamplingParams(max_tokens=1), use_tqdm=False)
         (prefill,) = [s for s in llm.stats[num_steps:] if s.is_prefill]
         cached[overlap] = prefill.num_cached_tokens
     assert cached[False] >= 12 and cached[True] == cached[False], cached
@@ -183,3 +188,43 @@ def test_the_timeline_holds_every_phase_of_every_step_in_host_order():
     launched = {s.step for s in spans if s.phase == "launch"}
     for phase in ("read", "postprocess"):
         assert {s.step for s in spans if s.phase == phase} == launched
+
+
+def test_a_block_a_placeholder_completes_is_not_written_out_when_its_sequence_is_preempted_before_the_read():
+    """Overlap with a CPU tier: the block that a step's placeholder completes holds no hash until the token
+    is read. Preempted before the read, the sequence gives the block back unhashed, so reusing it writes
+    nothing out: a hash taken over the placeholder could never be hit, and its copy would push a useful
+    block out of the CPU tier."""
+    bm = TieredBlockManager(num_blocks=2, block_size=2, num_cpu_blocks=4)
+    seq = Sequence([1, 2, 3], 2, seq_id=0)
+    bm.allocate(seq)                                   # block 0 [1, 2] registered, block 1 [3] partial
+    seq.append_token(placeholder_id(0))                # step t launched: its token is position 3
+    bm.may_append(seq)                                 # the placeholder completes block 1
+    assert bm.blocks[seq.block_table[1]].hash == -1
+    bm.deallocate(seq)                                 # preempted: free queue [1, 0]
+    fill_placeholder(bm, seq, 3, 7)                    # step t read: no table to register into
+    other = Sequence([5, 5, 5], 2, seq_id=1)
+    bm.allocate(other)                                 # reuses block 1, then block 0 (cached: written out)
+    saves, _ = bm.take_transfers()
+    assert saves == [(0, 0)] and len(bm.cpu) == 1, saves
+
+
+@pytest.mark.parametrize("scheduled_since", [False, True])
+def test_fill_placeholder_registers_the_block_once_the_step_that_writes_its_last_token_is_scheduled(
+        scheduled_since):
+    """Step t samples position 3, which completes block 1; its K/V is written by the next step that holds
+    the sequence. Already launched (a placeholder at position 4): the read registers the block. Not yet:
+    may_append registers it when that step is scheduled."""
+    bm = TieredBlockManager(num_blocks=4, block_size=2, num_cpu_blocks=1)
+    seq = Sequence([1, 2, 3], 2, seq_id=0)
+    bm.allocate(seq)
+    seq.append_token(placeholder_id(0))                # step t launched: its token is position 3
+    again = Sequence([1, 2, 3, 7, 9], 2, seq_id=1)
+    if scheduled_since:
+        bm.may_append(seq)                             # step t + 1 writes position 3: nothing known to hash
+        seq.append_token(placeholder_id(0))
+    fill_placeholder(bm, seq, 3, 7)
+    if not scheduled_since:
+        assert len(bm.cached_prefix(again)) == 1       # position 3's K/V is not written by any step yet
+        bm.may_append(seq)
+    assert bm.cached_prefix(again) == [("gpu", seq.block_table[0]), ("gpu", seq.block_table[1])]
