@@ -28,8 +28,9 @@ same calls, and the copies each step needs queued for the connector (engine/kv_o
 With overlap scheduling (engine/future_tokens.py) a sequence is scheduled again before its last token is
 known, so `Scheduler.schedule` leaves out a running sequence that already holds max_tokens completion tokens
 (its last one in flight: it finishes when that one is read, whatever it is; vLLM's async scheduler skips such
-a request the same way), and `postprocess` may finish a sequence that the step in between preempted (it
-leaves `waiting`, not `running`). Without overlap neither case can arise.
+a request the same way) but still counts it against max_num_seqs, and `postprocess` may finish a sequence
+that the step in between preempted (it leaves `waiting`, not `running`). Without overlap neither case can
+arise.
 
 Two choices differ from nano-vllm: max_num_seqs bounds the running queue (vLLM's `max_num_running_reqs`),
 where nano-vllm counts only this step's admissions, so a decode step serves every running sequence; and the
@@ -127,7 +128,8 @@ class Scheduler:
         for seq in held:
             self.running.remove(seq)
         preempted: list[Sequence] = []
-        seqs, is_prefill = schedule(self.waiting, self.running, self.block_manager, self.max_num_seqs,
+        seats = self.max_num_seqs - len(held)           # a held sequence still runs: it keeps its seat
+        seqs, is_prefill = schedule(self.waiting, self.running, self.block_manager, seats,
                                     self.max_num_batched_tokens, preempted)
         self.running.extend(held)
         self.num_preempted = len(preempted)

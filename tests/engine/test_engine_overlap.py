@@ -183,3 +183,38 @@ def test_the_timeline_holds_every_phase_of_every_step_in_host_order():
     launched = {s.step for s in spans if s.phase == "launch"}
     for phase in ("read", "postprocess"):
         assert {s.step for s in spans if s.phase == phase} == launched
+
+
+def test_a_held_sequence_keeps_its_seat_under_max_num_seqs():
+    """Scheduler.schedule leaves a held sequence (its last token in flight) out of the step, not out of the
+    running queue's count: with max_num_seqs 2, one held and one decoding, a waiting prompt is not
+    admitted."""
+    llm = LLM(replace(engine_config(4, "cpu", True), max_num_seqs=2))
+    llm.add_request([1, 2, 3], SamplingParams(max_tokens=1))             # held after its prefill
+    llm.add_request([4, 5, 6], SamplingParams(max_tokens=8))
+    scheduler = llm.scheduler
+    seqs, is_prefill = scheduler.schedule()
+    assert is_prefill and len(seqs) == 2
+    for seq in seqs:
+        seq.append_token(7)                                              # as if their tokens were in
+    llm.add_request([8, 9, 10], SamplingParams(max_tokens=8))
+    seqs, is_prefill = scheduler.schedule()
+    running = len(scheduler.running)
+    assert running <= 2, f"expected at most max_num_seqs 2 running, got {running}"
+    assert not is_prefill and [s.seq_id for s in seqs] == [1] and len(scheduler.waiting) == 1
+
+
+def test_no_step_of_an_overlapped_engine_runs_more_than_max_num_seqs():
+    """The running queue right after each scheduling, held sequences included, over a whole generation."""
+    prompts, params = make_requests()
+    llm = LLM(replace(engine_config(16, "cpu", True), max_num_seqs=3, num_kvcache_blocks=64))
+    schedule = llm.scheduler.schedule
+    running = []
+
+    def counted_schedule():
+        scheduled = schedule()
+        running.append(len(llm.scheduler.running))
+        return scheduled
+    llm.scheduler.schedule = counted_schedule
+    llm.generate(prompts, [replace(sp, max_tokens=sp.max_tokens % 5 + 1) for sp in params], use_tqdm=False)
+    assert max(running) <= 3, running
