@@ -138,27 +138,37 @@ class Scheduler:
                                f"running, {self.block_manager.num_free_blocks} free blocks")
         return seqs, is_prefill
 
+    def ends(self, seq: Sequence, token_id: int, num_completion_tokens: int) -> bool:
+        """Whether `token_id`, the sequence's `num_completion_tokens`-th completion token, ends it: EOS
+        (unless its params ignore EOS) or max_tokens reached."""
+        params = seq.sampling_params
+        eos = not params.ignore_eos and token_id == self.eos_token_id
+        return eos or num_completion_tokens >= params.max_tokens
+
+    def finish(self, seq: Sequence) -> None:
+        """Free a finished sequence's blocks and take it out of its queue: `running`, or `waiting` when it
+        was preempted while its last token was in flight (overlap scheduling)."""
+        self.block_manager.deallocate(seq)
+        if seq.status is SequenceStatus.RUNNING:
+            self.running.remove(seq)
+        else:
+            self.waiting.remove(seq)
+        seq.status = SequenceStatus.FINISHED
+
     def postprocess(self, seqs: list[Sequence], token_ids: list[list[int]]) -> list[Sequence]:
         """Append each sequence's new tokens (one, or a verification's accepted drafts and bonus) up to
         max_tokens or EOS, finishing (and freeing) those that reach either; a verified sequence that goes on
         keeps only the blocks of its computed tokens (all but the last, whose K/V the next step writes)."""
         finished = []
         for seq, new_token_ids in zip(seqs, token_ids, strict=True):
-            params = seq.sampling_params
             done = False
             for token_id in new_token_ids:
                 seq.append_token(token_id)
-                eos = not params.ignore_eos and token_id == self.eos_token_id
-                done = eos or seq.num_completion_tokens >= params.max_tokens
+                done = self.ends(seq, token_id, seq.num_completion_tokens)
                 if done:
                     break
             if done:
-                self.block_manager.deallocate(seq)
-                if seq.status is SequenceStatus.RUNNING:
-                    self.running.remove(seq)
-                else:                                   # preempted while its last token was in flight
-                    self.waiting.remove(seq)
-                seq.status = SequenceStatus.FINISHED
+                self.finish(seq)
                 finished.append(seq)
             elif seq.draft_token_ids:
                 truncate(self.block_manager, seq, seq.num_tokens - 1)
