@@ -218,3 +218,33 @@ def test_no_step_of_an_overlapped_engine_runs_more_than_max_num_seqs():
     llm.scheduler.schedule = counted_schedule
     llm.generate(prompts, [replace(sp, max_tokens=sp.max_tokens % 5 + 1) for sp in params], use_tqdm=False)
     assert max(running) <= 3, running
+
+
+class RecordedTokens(list):
+    """A sequence's token_ids that record every deletion that removes tokens: (seq id, tokens removed)."""
+
+    def __init__(self, tokens: list[int], seq_id: int, cuts: list[tuple[int, list[int]]]):
+        super().__init__(tokens)
+        self.seq_id = seq_id
+        self.cuts = cuts
+
+    def __delitem__(self, key):
+        if self[key]:
+            self.cuts.append((self.seq_id, list(self[key])))
+        super().__delitem__(key)
+
+
+def test_a_read_token_replaces_its_placeholder_where_it_stands():
+    """Overlapped, with no EOS: the step after a token's step is already launched, yet postprocessing never
+    cuts a sequence's tokens (the token takes its placeholder's place, the next placeholder stays)."""
+    prompts, params = make_requests()
+    llm = LLM(replace(engine_config(4, "cpu", True), num_kvcache_blocks=64))
+    cuts: list[tuple[int, list[int]]] = []
+    for prompt, sp in zip(prompts, params, strict=True):
+        llm.add_request(prompt, sp)
+    for seq in llm.scheduler.waiting:
+        seq.token_ids = RecordedTokens(seq.token_ids, seq.seq_id, cuts)
+    while not llm.is_finished():
+        llm.step()
+    assert sum(s.num_seqs for s in llm.stats if not s.is_prefill) > len(prompts), "decode steps overlapped"
+    assert cuts == [], f"tokens cut from sequences: {cuts[:3]}"
