@@ -49,10 +49,11 @@
 # ```
 # scheduler.schedule()        admit waiting requests (prefill)      -> seqs, is_prefill
 #                             or decode every running one, preempting the newest when the pool is dry
-# model_runner.run(seqs)      prepare_prefill / prepare_decode      -> ModelInputs (slot_mapping, tables, ...)
+# model_runner.launch(seqs)   prepare_prefill / prepare_decode      -> ModelInputs (slot_mapping, tables, ...)
 #                             model forward: each layer's attention does store_kvcache, then paged attention
 #                             logits of each sequence's last token  -> sampler -> one token per sequence
-# scheduler.postprocess()     append the token; finish at max_tokens (deallocate: blocks back to the pool)
+# read, postprocess           the tokens to the host, one into each sequence; finish at EOS or max_tokens
+#                             (scheduler.finish: deallocate, blocks back to the pool)
 # ```
 #
 # The model is a tiny Qwen3-like decoder with random weights: RMSNorm, rotary embeddings, GQA attention with
@@ -383,12 +384,12 @@ print(f"Alpaca: paged batches {short['paged'].batched_requests:.0f} requests, Or
 #                            5-7   0      0         -1    0        -1 -1 ... -1
 # ```
 #
-# Prefill stays eager: its token count changes at every step. The padding is added by `prepare_decode`
-# itself, asked for the graph's batch size and table width; below, the engine's own code on the CPU
-# (capturing needs a GPU):
+# Prefill stays eager: its token count changes at every step. The graphs prepare their own inputs
+# (`DecodeGraphs.prepare`): `prepare_decode`, asked for the graph's batch size and table width, adds the
+# padding, and one copy puts it into the static buffers. Below, the engine's own code on the CPU (capturing
+# needs a GPU), and the static buffers it filled:
 
 # %%
-from pagedkv_lib.core.model_inputs import prepare_decode
 from pagedkv_lib.engine.decode_graphs import DecodeGraphs, graph_batch_sizes
 
 print("ladder for max_num_seqs = 256:", graph_batch_sizes(256))
@@ -398,8 +399,8 @@ for i in range(5):
 small.step()                                                  # the prefill
 seqs, _ = small.scheduler.schedule()                          # the decode step of 5 sequences
 graphs = DecodeGraphs(small.model_runner.model, small.model_runner.kv_cache, 8, 32, 4)
-padded = graphs.padded_size(len(seqs))
-staged = prepare_decode(seqs, "cpu", padded, graphs.max_num_blocks)
+padded = graphs.prepare(seqs)
+staged = graphs.static_inputs(padded)
 print(f"{len(seqs)} sequences replay the graph of {padded}")
 for name in ("input_ids", "positions", "slot_mapping", "context_lens"):
     print(f"{name:13s}", getattr(staged, name).tolist())
@@ -475,7 +476,8 @@ for b, by_mode in same.items():
 # reads step t's tokens only after step t+1 is launched, and postprocessing lags one step, which decides
 # three corner cases:
 #
-# - a sequence that reached `max_tokens` at step t is certain to finish, so it is not scheduled for t+1;
+# - a sequence that reached `max_tokens` at step t is certain to finish, so it is not scheduled for t+1 (it
+#   still holds its seat under `max_num_seqs` until its token is read);
 # - a sequence that produced EOS at step t was already scheduled for t+1: that token is dropped (a wasted
 #   slot, in both engines);
 # - a sequence preempted while step t is in flight keeps the token step t computes (the stream runs step t

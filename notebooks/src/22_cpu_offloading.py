@@ -29,10 +29,10 @@
 #    3: block 4's hash names a prefix that includes block 3, which has to be computed, so block 4 is too.
 # 2. Nothing: the CPU's copy is the same K/V (a block is immutable once full and hashed). The GPU block is
 #    simply reused.
-# 3. Only after the copy out has finished. The course's engine orders it on the GPU: the copies run on a
-#    side stream and the forward waits on that stream's event. vLLM avoids the wait by copying blocks out as
-#    soon as they are computed and by not freeing a block while its copy runs; SGLang's write-back policy
-#    waits for the copies inside its eviction.
+# 3. Only after the copy out has finished. The course's engine orders it on the GPU: the copies are queued
+#    on the step's own stream, before its forward. vLLM avoids the wait by copying blocks out as soon as they
+#    are computed and by not freeing a block while its copy runs; SGLang's write-back policy waits for the
+#    copies inside its eviction.
 # 4. No: it is pinned (referenced) until the step's copies are taken; the CPU evicts the least recently used
 #    slot that no queued load reads, or keeps nothing.
 # 5. No. A loaded block holds the same K/V the recompute would have written; only the work changes. The
@@ -140,16 +140,19 @@ print("loads (cpu slot, gpu block):", bm.take_transfers()[1], " tokens not recom
 # load and which to store and hands the worker a metadata object; the **worker side** runs the copies, on a
 # CUDA stream of their own between GPU blocks and pinned host memory (`vllm/v1/kv_offload/cpu/
 # gpu_worker.py`), and reports which jobs finished. The course's engine has the same split
-# (`pagedkv_lib/engine/kv_offload.py`): `OffloadScheduler.build_transfers` takes what the block manager
-# queued as a `KVTransfers`, and `OffloadWorker` copies.
+# (`pagedkv_lib/engine/kv_offload.py`): the scheduler side is the block manager, which queues the copies as
+# it allocates; once per step the engine takes them (`take_transfers`) as a `KVTransfers`, the metadata, and
+# hands them to the worker side, `OffloadWorker`, which copies.
 #
 # The one hazard is a GPU block chosen for reuse: its old K/V must reach the CPU before anything writes into
 # it, and a CPU slot must not be overwritten while a load reads it. Three orderings that real engines use:
 #
 # - **course engine (write-back, ordered on the GPU)**: the save is queued when the block is chosen; the
-#   worker issues every save of the step, then every load, on a side stream that first waits for the main
-#   stream; the forward waits for the side stream's event. The host never blocks; the GPU's forward starts
-#   after the copies. A CPU slot a queued load reads is pinned until the step's transfers are taken.
+#   worker queues every save of the step, then every load, on the step's own stream, just before its
+#   forward. The host never blocks (pinned memory); the GPU's forward starts after the copies. A side stream
+#   would buy nothing here: a save is of a block this very step writes into, a load of one its forward
+#   reads, so every copy must run after the previous step and before this forward anyway. A CPU slot a
+#   queued load reads is pinned until the step's transfers are taken.
 # - **vLLM (write-through)**: each block is stored as soon as it is full and computed (`_get_reqs_to_store`),
 #   deferred to the start of the next step so that it does not delay sampling (`prepare_store_kv`); a
 #   finished request's blocks are not freed while a store runs (`request_finished` returns True), and a
@@ -276,8 +279,10 @@ print(copy_findings(results.stored("bench_offload.json")))
 # for it: that is why real connectors allocate the CPU tier pinned once, up front. Even pinned, a block
 # moves as one small copy per layer and per K or V, and the host time spent queueing them grows with their
 # number: a layout that keeps a block's layers together (one copy per block), or a copy kernel that gathers
-# many blocks at once, is what the engines use for many small blocks. The side stream lets the copies run
-# under the step's own work; what it cannot hide is a load longer than the step that waits for it.
+# many blocks at once, is what the engines use for many small blocks. A side stream lets copies run under a
+# step's work only when that step does not need them (vLLM's write-through stores, deferred a step); a load
+# the forward reads, or a write-back save of a block the step reuses, finishes before the forward on any
+# stream, which is why the course's engine queues its copies on the step's own.
 
 # %% [markdown]
 # ## Exercise 141: the two-tier cache

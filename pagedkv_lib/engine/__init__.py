@@ -17,13 +17,14 @@
                            sync but the sampled tokens' readback)
     future_tokens.py       overlap scheduling's placeholders: placeholder_id, resolve_placeholders (on the
                            device), PendingTokens, InFlightStep, fill_placeholder
-    llm_engine.py          LLMEngine / LLM: add_request, step (sequential or overlapped), generate, StepStats,
-                           HostSpan
+    llm_engine.py          LLMEngine / LLM: add_request, step (its tokens read at once or, overlapped, in the
+                           next step), generate, StepStats, HostSpan
     ngram_proposer.py      NgramProposer: draft tokens by prompt lookup (notebook 20)
     rejection_sampler.py   accept_greedy, accept_tree_greedy: which drafts a verification keeps
     tree_verification.py   tree_logits (a draft tree in one forward under its mask), branch_logits
-    kv_offload.py          the CPU tier's connector: OffloadScheduler (what to copy this step), OffloadWorker
-                           (the copies; a side stream and pinned memory on CUDA), KVTransfers (notebook 22)
+    kv_offload.py          the CPU tier's connector, worker side: KVTransfers (one step's copies, taken
+                           from the TieredBlockManager), OffloadWorker (the copies; pinned memory on CUDA;
+                           notebook 22)
 """
 from pagedkv_lib.core.sampling_params import SamplingParams
 

@@ -14,13 +14,13 @@ must be one the graph was captured for:
     width    every block table is padded to max_model_len / block_size entries: the decode kernel's launch
              depends on that width, never on the lengths, so one graph serves any lengths within it
 
-The step's inputs are the one `prepare_decode` (core/model_inputs.py), which adds the padding rows and
-the width when the model runner asks for them; this module only copies them into the static buffers:
+The graphs prepare their own inputs from the scheduled sequences, with the eager path's `prepare_decode`
+(core/model_inputs.py), which adds the padding rows and the width when asked for them:
 
-    step t:  prepare_decode(seqs, padded_batch_size, max_num_blocks) on the host -> `load`: written into a
-             pinned staging buffer laid out as the static buffers are, then ONE asynchronous copy to the
-             device -> placeholder ids resolved there (engine/future_tokens.py) -> replay the graph of that
-             size -> hidden states of the padded rows, of which the runner keeps the first B
+    step t:  `prepare`: prepare_decode(seqs, padded_batch_size, max_num_blocks) on the host, written into a
+             staging buffer (pinned on CUDA) laid out as the static buffers are, then ONE asynchronous copy
+             to the device -> placeholder ids resolved there (engine/future_tokens.py) -> replay the graph
+             of that size -> hidden states of the padded rows, of which the first B are the sequences'
 
 The static buffers are views of one device buffer (`input_ids`, `positions`, `slot_mapping`, `context_lens`,
 then `block_tables`, each `max_bs` rows), so a step's inputs travel in one copy of its leading bytes: a copy
@@ -43,7 +43,8 @@ import math
 
 import torch
 
-from pagedkv_lib.core.model_inputs import ModelInputs
+from pagedkv_lib.core.model_inputs import ModelInputs, prepare_decode
+from pagedkv_lib.core.sequence import Sequence
 
 from .future_tokens import resolve_placeholders
 
@@ -91,16 +92,14 @@ class DecodeGraphs:
         self.buffer = torch.zeros(size, dtype=torch.uint8, device=device)                  # [bytes]
         self.static = ModelInputs(is_prefill=False, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=1,
                                   max_seqlen_k=max_model_len, **self.fields_of(self.buffer))
-        self.staging = []          # CUDA: two pinned buffers of the same layout, used in turn
-        self.staging_fields = []   # each one's fields, as numpy views (a host write costs less than torch's)
-        self.staged = []           # an event after each one's last copy to the device
-        if self.cuda:
-            for _ in range(2):
-                host = torch.zeros(size, dtype=torch.uint8, pin_memory=True)                # [bytes]
-                self.staging.append(host)
-                self.staging_fields.append({k: v.numpy() for k, v in self.fields_of(host).items()})
-                self.staged.append(torch.cuda.Event())
-        self.num_loads = 0
+        # two host buffers of the same layout, used in turn (pinned on CUDA: the copy must not make the host
+        # wait); each one's fields as numpy views (a host write costs less than torch's)
+        self.staging = [torch.zeros(size, dtype=torch.uint8, pin_memory=self.cuda)
+                        for _ in range(2)]                                                  # [bytes] each
+        self.staging_fields = [{k: v.numpy() for k, v in self.fields_of(host).items()}
+                               for host in self.staging]
+        self.staged = [torch.cuda.Event() for _ in range(2)] if self.cuda else None  # after each one's copy
+        self.num_prepared = 0
         self.outputs = torch.zeros(max_bs, model.config.hidden_size, dtype=model.config.dtype,
                                    device=device)                        # [max_bs, E]
         self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
@@ -115,7 +114,7 @@ class DecodeGraphs:
         return views
 
     def padded_size(self, batch_size: int) -> int:
-        """The captured batch size a decode of `batch_size` sequences replays (prepare_decode pads to it)."""
+        """The captured batch size a decode of `batch_size` sequences replays (`prepare` pads to it)."""
         return padded_batch_size(batch_size, self.batch_sizes)
 
     def static_inputs(self, padded: int) -> ModelInputs:
@@ -126,29 +125,23 @@ class DecodeGraphs:
                            max_seqlen_q=1, max_seqlen_k=s.max_seqlen_k, context_lens=s.context_lens[:padded],
                            block_tables=s.block_tables[:padded])
 
-    def load(self, inputs: ModelInputs) -> int:
-        """Copy a padded decode's inputs (prepare_decode's, on the host) into the static buffers: through a
-        pinned staging buffer and one asynchronous copy on CUDA, directly on a CPU; returns the padded batch
-        size."""
-        padded, width = inputs.block_tables.shape
-        if inputs.is_prefill or padded not in self.batch_sizes or width != self.max_num_blocks:
-            raise ValueError(f"inputs: expected a decode padded to a captured batch size {self.batch_sizes} "
-                             f"with tables {self.max_num_blocks} wide, got is_prefill={inputs.is_prefill}, "
-                             f"{padded} rows, tables {width} wide")
-        if not self.cuda:
-            target = self.static_inputs(padded)
-            for name in FIELDS:
-                getattr(target, name).copy_(getattr(inputs, name))
-            return padded
-        turn = self.num_loads % 2
-        self.num_loads += 1
-        self.staged[turn].synchronize()                  # this buffer's copy of two loads ago has run
+    def prepare(self, seqs: list[Sequence]) -> int:
+        """The decode inputs of `seqs`, padded to the graph that holds them and to the tables' width, into
+        the static buffers: built on the host, staged, then one asynchronous copy of the leading bytes;
+        returns the padded batch size."""
+        padded = self.padded_size(len(seqs))
+        inputs = prepare_decode(seqs, "cpu", padded, self.max_num_blocks)
+        turn = self.num_prepared % 2
+        self.num_prepared += 1
+        if self.cuda:
+            self.staged[turn].synchronize()              # this buffer's copy of two steps ago has run
         for name, host in self.staging_fields[turn].items():
             host[:padded] = getattr(inputs, name).numpy()
         tables_at = self.layout["block_tables"][0]
-        used = tables_at + padded * width * self.static.block_tables.element_size()  # the fields, then rows
+        used = tables_at + inputs.block_tables.numel() * inputs.block_tables.element_size()  # fields, rows
         self.buffer[:used].copy_(self.staging[turn][:used], non_blocking=True)
-        self.staged[turn].record()
+        if self.cuda:
+            self.staged[turn].record()
         return padded
 
     def forward(self, padded: int) -> None:
@@ -167,15 +160,14 @@ class DecodeGraphs:
             self.pool = graph.pool()
         self.graphs[padded] = graph
 
-    def run(self, inputs: ModelInputs, future: torch.Tensor | None = None) -> torch.Tensor:
-        """The decode forward by graph replay over `inputs` (`load`) -> hidden states [padded, E], a view of
-        the output buffer valid until the next replay; the first len(seqs) rows are the sequences'. `future`:
-        the previous step's token tensor, whose ids replace the placeholders in the static input ids."""
-        padded = self.load(inputs)
+    def run(self, seqs: list[Sequence], future: torch.Tensor | None = None) -> torch.Tensor:
+        """The decode forward of `seqs` by graph replay (`prepare`) -> hidden states [B, E], a view of the
+        output buffer valid until the next replay. `future`: the previous step's token tensor, whose ids
+        replace the placeholders in the static input ids."""
+        padded = self.prepare(seqs)
         if future is not None:
             resolve_placeholders(self.static.input_ids[:padded], future)                  # [padded]
         if padded not in self.graphs:
             self.capture(padded)
         self.graphs[padded].replay()
-        return self.outputs[:padded]
-
+        return self.outputs[: len(seqs)]

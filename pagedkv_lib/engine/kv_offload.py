@@ -11,22 +11,26 @@ is not freed (`request_finished` returns True while a store is in flight) nor re
 (vllm/v1/kv_offload/cpu/gpu_worker.py) between GPU blocks and pinned CPU memory.
 
 Here the scheduler side is the `TieredBlockManager` (core/tiered_block_manager.py), which queues a save when
-it evicts a cached block and a load when a prompt hits the CPU tier; `OffloadScheduler.build_transfers`
-takes them once per step as a `KVTransfers`. The worker side, `OffloadWorker`, holds the CPU tier's K/V,
-`cpu_cache` [N_cpu, 2, L, S, H_kv, D] (N_cpu = num_cpu_blocks; a slot's K and V of every layer contiguous,
-so that a copy to or from pinned memory needs no host-side gather), and copies: every save, then every
-load, in the order queued. On CUDA the copies go on a side stream from and into pinned memory, so the host
-is not blocked; the side stream first waits for the main stream (the blocks it saves were written by earlier
-steps), and the main stream waits for the side stream's event before the forward, which writes into the
-reused blocks and reads the loaded ones. On a CPU the copies are plain, in place.
+it evicts a cached block and a load when a prompt hits the CPU tier; the engine takes them once per step
+(`take_transfers`) as a `KVTransfers` and hands them to the worker side, `OffloadWorker`, which holds the CPU
+tier's K/V, `cpu_cache` [N_cpu, 2, L, S, H_kv, D] (N_cpu = num_cpu_blocks; a slot's K and V of every layer
+contiguous, so that a copy to or from pinned memory needs no host-side gather), and copies: every save,
+then every load, in the order queued, from and into pinned memory on CUDA, so that the host only queues them.
+
+The copies go on the step's own stream, just before its forward, not on a side stream: nothing could run
+beside them. This tier writes back: a save copies out a cached block at the moment the pool reuses it, so
+this step writes into that very block (its forward, or a load), and a load fills a block the forward
+reads; the saved block may have been written by the step still in flight (overlap scheduling). Every copy
+must therefore start after the previous step and end before this step's forward, which is the stream's
+own order; a side stream would add a wait on each side and overlap nothing. vLLM's copies overlap because
+it writes through: it stores a block once it is full and computed, deferred to the next step, whose forward
+neither reads nor writes that block. (Unmeasured here: no GPU ran this engine's copies on one stream or two.)
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 import torch
-
-from pagedkv_lib.core.tiered_block_manager import TieredBlockManager
 
 
 @dataclass(frozen=True)
@@ -41,17 +45,6 @@ class KVTransfers:
         return bool(self.saves or self.loads)
 
 
-class OffloadScheduler:
-    """The scheduler side: what the block manager queued since the last step."""
-
-    def __init__(self, block_manager: TieredBlockManager):
-        self.block_manager = block_manager
-
-    def build_transfers(self) -> KVTransfers:
-        saves, loads = self.block_manager.take_transfers()
-        return KVTransfers(saves, loads)
-
-
 class OffloadWorker:
     """The worker side: the CPU tier's tensor and the copies between it and the GPU cache `kv_cache`."""
 
@@ -62,30 +55,12 @@ class OffloadWorker:
         # pinned on CUDA: an asynchronous copy from or into pageable memory would make the host wait
         self.cpu_cache = torch.zeros(shape, dtype=kv_cache.dtype,
                                      pin_memory=self.cuda)                      # [N_cpu, 2, L, S, H_kv, D]
-        self.stream = torch.cuda.Stream(kv_cache.device) if self.cuda else None
-        self.done = torch.cuda.Event() if self.cuda else None
 
-    def start(self, transfers: KVTransfers) -> None:
-        """Issue the step's copies: saves (GPU -> CPU), then loads (CPU -> GPU)."""
-        if not transfers:
-            return
-        if not self.cuda:
-            self._copy(transfers)
-            return
-        self.stream.wait_stream(torch.cuda.current_stream(self.kv_cache.device))
-        with torch.cuda.stream(self.stream):
-            self._copy(transfers)
-            self.done.record(self.stream)
-
-    def _copy(self, transfers: KVTransfers) -> None:
-        """One block copy per (block, slot), all layers and K and V at once ([2, L, S, H_kv, D] each; the
-        GPU side is strided, and PyTorch gathers or scatters it on the device, on the side stream)."""
+    def copy(self, transfers: KVTransfers) -> None:
+        """Queue the step's copies on the current stream: saves (GPU -> CPU), then loads (CPU -> GPU), one
+        per (block, slot), all layers and K and V at once ([2, L, S, H_kv, D] each; the GPU side is strided,
+        and PyTorch gathers or scatters it on the device). On a CPU the copies are plain, in place."""
         for gpu_block, cpu_slot in transfers.saves:
             self.cpu_cache[cpu_slot].copy_(self.kv_cache[:, :, gpu_block], non_blocking=self.cuda)
         for cpu_slot, gpu_block in transfers.loads:
             self.kv_cache[:, :, gpu_block].copy_(self.cpu_cache[cpu_slot], non_blocking=self.cuda)
-
-    def wait(self) -> None:
-        """Make the step's forward wait for the copies (on the GPU, not the host)."""
-        if self.cuda:
-            torch.cuda.current_stream(self.kv_cache.device).wait_event(self.done)

@@ -4,22 +4,24 @@ nano-vllm's `nanovllm/engine/llm_engine.py` (and `llm.py`: `class LLM(LLMEngine)
 out (no tokenizer) and a `StepStats` record per step: what was scheduled, how many tokens were computed or
 found in the prefix cache, how many sequences were preempted, how full the pool is. The order inside a step
 is nano-vllm's: schedule -> model runner (writes the K/V of the scheduled tokens, samples) -> postprocess
-(appends the sampled tokens, finishes and frees).
+(finishes and frees). `step` runs it as schedule -> the CPU tier's copies -> launch (the forward and the
+sampler queued; each sequence gets a placeholder for its token, engine/future_tokens.py) -> read (the host's
+one wait) -> postprocess (each token put where its placeholder stands).
 
 With `num_speculative_tokens` k > 0 a step first drafts up to k tokens for every running sequence
 (`NgramProposer`, never past its max_tokens); a decode step with drafts verifies them (`ModelRunner.verify`,
 `accept_greedy`) and a sequence gains 1 + its accepted drafts. `StepStats` counts the drafts and the
 accepted ones: acceptance rate = accepted / drafted, tokens per sequence-step = 1 + accepted / num_seqs.
 
-With a CPU tier (`num_cpu_blocks` > 0) a step hands the copies its scheduling queued (`OffloadScheduler`)
-to the runner before the forward; `StepStats` counts the blocks saved and loaded.
+With a CPU tier (`num_cpu_blocks` > 0) a step hands the copies its scheduling queued (the block manager's
+`take_transfers`) to the runner before the launch; `StepStats` counts the blocks saved and loaded.
 
-With `overlap_scheduling` (engine/future_tokens.py) a step is: schedule step t+1 -> launch it (its input ids
-hold a placeholder for each token step t is still computing, resolved on the device) -> read step t's
-tokens (the host's one wait, for step t only) -> postprocess step t. So postprocessing lags one step, as in
-SGLang's `event_loop_overlap` (`python/sglang/srt/managers/scheduler.py` at d51c1c2: `run_batch` of the next
-batch, then `process_batch_result` of the last one) and vLLM's async scheduling (a batch queue of depth 2 in
-`vllm/v1/engine/core.py`, `step_with_batch_queue`, at ac3cb2e):
+With `overlap_scheduling` only the read moves: schedule step t+1 -> launch it (its input ids hold a
+placeholder for each token step t is still computing, resolved on the device) -> read step t's tokens (the
+wait for step t only) -> postprocess step t; without it the read is at once. So postprocessing lags one
+step, as in SGLang's `event_loop_overlap` (`python/sglang/srt/managers/scheduler.py` at d51c1c2: `run_batch`
+of the next batch, then `process_batch_result` of the last one) and vLLM's async scheduling (a batch queue
+of depth 2 in `vllm/v1/engine/core.py`, `step_with_batch_queue`, at ac3cb2e):
     finished at t, scheduled for t+1   its token from t+1 is dropped when t's EOS is read (a wasted slot,
                                        as in both engines); a sequence whose max_tokens is reached at t is
                                        not scheduled for t+1 at all (Scheduler.schedule holds it back)
@@ -42,7 +44,7 @@ from pagedkv_lib.core.sequence import Sequence, SequenceStatus
 
 from .config import EngineConfig
 from .future_tokens import InFlightStep, fill_placeholder, placeholder_id
-from .kv_offload import KVTransfers, OffloadScheduler
+from .kv_offload import KVTransfers
 from .model_runner import ModelRunner
 from .ngram_proposer import NgramProposer
 from .rejection_sampler import accept_greedy
@@ -110,7 +112,6 @@ class LLMEngine:
         self.in_flight: InFlightStep | None = None      # overlap scheduling: the step whose tokens are unread
         self._next_seq_id = 0
         c = self.config
-        self.offload = OffloadScheduler(self.block_manager) if c.num_cpu_blocks else None
         self.proposer = None
         if c.num_speculative_tokens:
             self.proposer = NgramProposer(c.num_speculative_tokens, c.prompt_lookup_min, c.prompt_lookup_max)
@@ -150,47 +151,68 @@ class LLMEngine:
     def record(self, step: int, phase: str, start: float) -> None:
         self.timeline.append(HostSpan(step, phase, start, time.perf_counter()))
 
-    def start_transfers(self) -> KVTransfers:
-        """The CPU tier's copies that this step's scheduling queued, handed to the runner before its
-        forward (saves, then loads: engine/kv_offload.py)."""
-        if self.offload is None:
+    def transfer_kv(self) -> KVTransfers:
+        """The CPU tier's copies that this step's scheduling queued: the scheduler side (the
+        `TieredBlockManager`) hands them to the worker side (the runner's `OffloadWorker`) before the
+        step's launch (engine/kv_offload.py)."""
+        if not self.config.num_cpu_blocks:
             return KVTransfers()
-        transfers = self.offload.build_transfers()
+        saves, loads = self.block_manager.take_transfers()
+        transfers = KVTransfers(saves, loads)
         if transfers:
             self.model_runner.transfer_kv(transfers)
         return transfers
 
     def step(self) -> list[Sequence]:
-        """Schedule, run the model, postprocess; returns the sequences that finished in this step (with
-        overlap scheduling: schedule and launch this step, then read and postprocess the one before)."""
-        if self.config.overlap_scheduling:
-            return self.step_overlapped()
+        """Schedule step t, hand over its copies, launch it, read its tokens and postprocess it; returns the
+        sequences that finished. With overlap scheduling only the read moves: this call reads and
+        postprocesses the step launched by the call before (module docstring)."""
         if self.proposer is not None:
             self.propose_drafts()
         step, start = len(self.stats), time.perf_counter()
-        seqs, is_prefill = self.scheduler.schedule()
+        seqs, is_prefill = self.scheduler.schedule()             # [] only while the held ones drain
         self.record(step, "schedule", start)
-        drafted = sum(len(s.draft_token_ids) for s in seqs) if not is_prefill else 0
-        transfers = self.start_transfers()
-        start = time.perf_counter()
-        if drafted:
-            targets = self.model_runner.verify(seqs)
-            token_ids = [accept_greedy(s.draft_token_ids, t) for s, t in zip(seqs, targets, strict=True)]
-            self.record(step, "launch", start)                # a verification reads its tokens too
-        else:
-            temperatures = [s.sampling_params.temperature for s in seqs]
-            pending = self.model_runner.launch(seqs, is_prefill, temperatures)
-            self.record(step, "launch", start)
-            start = time.perf_counter()
-            token_ids = [[t] for t in pending.read()]
-            self.record(step, "read", start)
-        start = time.perf_counter()
-        accepted = sum(len(t) - 1 for t in token_ids)
         counts = self.token_counts(seqs, is_prefill)
-        finished = self.scheduler.postprocess(seqs, token_ids)
-        self.record(step, "postprocess", start)
+        transfers = self.transfer_kv()
+        drafted = 0 if is_prefill else sum(len(s.draft_token_ids) for s in seqs)
+        accepted = 0
+        if drafted:                                  # a verification reads its tokens at once
+            token_ids = self.verify(step, seqs)
+            accepted = sum(len(t) - 1 for t in token_ids)
+            start = time.perf_counter()
+            finished = self.scheduler.postprocess(seqs, token_ids)
+            self.record(step, "postprocess", start)
+        else:
+            launched = self.launch(step, seqs, is_prefill) if seqs else None
+            if self.config.overlap_scheduling:
+                done, self.in_flight = self.in_flight, launched  # read step t after launching step t+1
+            else:
+                done = launched                                  # read at once
+            finished = self.postprocess_in_flight(done) if done is not None else []
         self.append_stats(is_prefill, seqs, counts, finished, transfers, drafted, accepted)
         return finished
+
+    def verify(self, step: int, seqs: list[Sequence]) -> list[list[int]]:
+        """A decode step with drafts: one forward over each sequence's last token and drafts, read at once
+        -> each sequence's accepted drafts and bonus token (`accept_greedy`)."""
+        start = time.perf_counter()
+        targets = self.model_runner.verify(seqs)
+        token_ids = [accept_greedy(s.draft_token_ids, t) for s, t in zip(seqs, targets, strict=True)]
+        self.record(step, "launch", start)                       # a verification reads its tokens too
+        return token_ids
+
+    def launch(self, step: int, seqs: list[Sequence], is_prefill: bool) -> InFlightStep:
+        """Launch a step (its placeholder input ids resolved on the device from the step in flight, if any)
+        and append a placeholder to each sequence for the token it samples (engine/future_tokens.py)."""
+        start = time.perf_counter()
+        future = self.in_flight.pending.tokens if self.in_flight is not None else None
+        temperatures = [s.sampling_params.temperature for s in seqs]
+        pending = self.model_runner.launch(seqs, is_prefill, temperatures, future)
+        positions = [s.num_tokens for s in seqs]
+        for row, seq in enumerate(seqs):
+            seq.append_token(placeholder_id(row))
+        self.record(step, "launch", start)
+        return InFlightStep(step, seqs, positions, pending)
 
     def token_counts(self, seqs: list[Sequence], is_prefill: bool) -> tuple[int, int]:
         """(computed, cached) tokens of a step: what the scheduler scheduled (`num_scheduled_tokens`: the
@@ -210,33 +232,10 @@ class LLMEngine:
             num_accepted_tokens=accepted, num_saved_blocks=len(transfers.saves),
             num_loaded_blocks=len(transfers.loads)))
 
-    def step_overlapped(self) -> list[Sequence]:
-        """Overlap scheduling (module docstring): schedule and launch step t+1, its placeholders resolved on
-        the device from step t's tokens, THEN read step t's tokens and postprocess step t."""
-        step, start = len(self.stats), time.perf_counter()
-        seqs, is_prefill = self.scheduler.schedule()             # [] only while the held ones drain
-        self.record(step, "schedule", start)
-        previous, self.in_flight = self.in_flight, None
-        counts = self.token_counts(seqs, is_prefill)
-        transfers = self.start_transfers()
-        if seqs:
-            start = time.perf_counter()
-            future = previous.pending.tokens if previous is not None else None
-            temperatures = [s.sampling_params.temperature for s in seqs]
-            pending = self.model_runner.launch(seqs, is_prefill, temperatures, future)
-            positions = [s.num_tokens for s in seqs]
-            for row, seq in enumerate(seqs):
-                seq.append_token(placeholder_id(row))
-            self.in_flight = InFlightStep(step, seqs, positions, pending)
-            self.record(step, "launch", start)
-        finished = self.postprocess_in_flight(previous) if previous is not None else []
-        self.append_stats(is_prefill, seqs, counts, finished, transfers)
-        return finished
-
     def postprocess_in_flight(self, done: InFlightStep) -> list[Sequence]:
-        """Read a launched step's tokens, put each in place of its placeholder, finish what EOS or max_tokens
-        ends (Scheduler.postprocess); a finished sequence's placeholder from the step launched since is
-        dropped (its wasted token)."""
+        """Read a launched step's tokens, put each where its placeholder stands, finish what EOS or
+        max_tokens ends (`Scheduler.ends`); a finished sequence's placeholder from the step launched since
+        (overlap scheduling) is cut off: its wasted token."""
         start = time.perf_counter()
         token_ids = done.pending.read()
         self.record(done.step, "read", start)
@@ -246,13 +245,10 @@ class LLMEngine:
             if seq.status is SequenceStatus.FINISHED:       # ended by the step before: a wasted token
                 continue
             fill_placeholder(self.block_manager, seq, position, token_id)
-            later = seq.token_ids[position + 1:]            # the placeholder of the step just launched
-            del seq.token_ids[position:]                    # postprocess appends the token and judges it
-            ended = self.scheduler.postprocess([seq], [[token_id]])
-            if ended:
-                finished += ended
-            else:
-                seq.token_ids += later
+            if self.scheduler.ends(seq, token_id, position + 1 - seq.num_prompt_tokens):
+                del seq.token_ids[position + 1:]
+                self.scheduler.finish(seq)
+                finished.append(seq)
         self.record(done.step, "postprocess", start)
         return finished
 

@@ -3,9 +3,9 @@
 Shapes: docs/conventions.md. nano-vllm's `nanovllm/engine/model_runner.py` without tensor
 parallelism: `allocate_kv_cache` once, then per step `prepare_prefill`/`prepare_decode` (from
 `pagedkv_lib.core.model_inputs`), the forward, the logits of each sequence's LAST token, the sampler.
-A decode step has one input path, graphed or not: `prepare` (prepare_decode on the host, padded for a
-graph) -> on the device (`to_device`, or a graph's `load` into its static buffers) -> placeholders resolved
--> the forward, eager or by graph replay.
+A decode step is either eager (`prepare`: prepare_decode on the host -> `to_device` -> placeholders resolved
+-> the forward) or the graphs' own (`DecodeGraphs.run`: the same prepare_decode, padded to a captured batch
+size and copied into the graphs' static buffers -> placeholders resolved -> replay).
 With `kv_cache_dtype="fp8"` the cache holds e4m3 bytes and each layer's `Attention` holds its scales.
 
 On a GPU a step never waits for the GPU except once, for its sampled tokens:
@@ -17,7 +17,8 @@ On a GPU a step never waits for the GPU except once, for its sampled tokens:
              `debug_checks` (a check that reads the device cannot run inside a graph);
     tokens   copied into pinned memory, then ONE explicit wait on a CUDA event: the scheduler needs them.
 
-With a CPU tier, `transfer_kv` runs the step's saves and loads (engine/kv_offload.py) before the forward.
+With a CPU tier, `transfer_kv` queues the step's saves and loads (engine/kv_offload.py) before the forward,
+on the same stream.
 
 With overlap scheduling (`EngineConfig.overlap_scheduling`, engine/future_tokens.py) `launch` returns before
 the tokens are read: their copy is queued with its own event (two pinned buffers, used in turn), the engine
@@ -79,9 +80,8 @@ class ModelRunner:
             self.kv_offload = OffloadWorker(self.kv_cache, config.num_cpu_blocks)
 
     def transfer_kv(self, transfers: KVTransfers) -> None:
-        """The CPU tier's copies of this step (saves, then loads), ordered before the step's forward."""
-        self.kv_offload.start(transfers)
-        self.kv_offload.wait()
+        """The CPU tier's copies of this step (saves, then loads), queued before the step's forward."""
+        self.kv_offload.copy(transfers)
 
     def kv_scales(self) -> list[tuple[float, float]]:
         """(k_scale, v_scale) of every layer, in layer order (1.0 until calibrated; unused for 'auto')."""
@@ -96,13 +96,11 @@ class ModelRunner:
         return replace(inputs, **moved)
 
     def prepare(self, seqs: list[Sequence], is_prefill: bool) -> ModelInputs:
-        """prepare_prefill/prepare_decode, on the host. A prefill always gets block tables (this engine's
-        attention reads the cache, where nano-vllm attends to k, v directly when nothing is cached); a decode
-        with graphs is padded to the graph's batch size and table width."""
+        """prepare_prefill/prepare_decode, on the host, for the eager forward (a graphed decode prepares its
+        own: `DecodeGraphs.prepare`). A prefill always gets block tables (this engine's attention reads the
+        cache, where nano-vllm attends to k, v directly when nothing is cached)."""
         if is_prefill:
             return prepare_prefill(seqs, "cpu", always_block_tables=True)
-        if self.graphs is not None:
-            return prepare_decode(seqs, "cpu", self.graphs.padded_size(len(seqs)), self.graphs.max_num_blocks)
         return prepare_decode(seqs, "cpu")
 
     def forward(self, seqs: list[Sequence], is_prefill: bool,
@@ -115,10 +113,9 @@ class ModelRunner:
             raise ValueError(f"input ids: expected placeholders (< 0) only in a decode step given the "
                              f"previous step's tokens, got is_prefill={is_prefill}, "
                              f"future given {future is not None}")
-        inputs = self.prepare(seqs, is_prefill)                                         # on the host
         if not is_prefill and self.graphs is not None:
-            return self.graphs.run(inputs, future if placeholders else None)[: len(seqs)]  # [B, E]
-        inputs = self.to_device(inputs)
+            return self.graphs.run(seqs, future if placeholders else None)              # [B, E]
+        inputs = self.to_device(self.prepare(seqs, is_prefill))
         if placeholders:
             resolve_placeholders(inputs.input_ids, future)                              # [T] on the device
         hidden = self.model(inputs.input_ids, inputs.positions, inputs, self.kv_cache)  # [T, E]

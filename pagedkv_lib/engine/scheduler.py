@@ -28,8 +28,9 @@ same calls, and the copies each step needs queued for the connector (engine/kv_o
 With overlap scheduling (engine/future_tokens.py) a sequence is scheduled again before its last token is
 known, so `Scheduler.schedule` leaves out a running sequence that already holds max_tokens completion tokens
 (its last one in flight: it finishes when that one is read, whatever it is; vLLM's async scheduler skips such
-a request the same way), and `postprocess` may finish a sequence that the step in between preempted (it
-leaves `waiting`, not `running`). Without overlap neither case can arise.
+a request the same way) but still counts it against max_num_seqs, and `postprocess` may finish a sequence
+that the step in between preempted (it leaves `waiting`, not `running`). Without overlap neither case can
+arise.
 
 Two choices differ from nano-vllm: max_num_seqs bounds the running queue (vLLM's `max_num_running_reqs`),
 where nano-vllm counts only this step's admissions, so a decode step serves every running sequence; and the
@@ -127,7 +128,8 @@ class Scheduler:
         for seq in held:
             self.running.remove(seq)
         preempted: list[Sequence] = []
-        seqs, is_prefill = schedule(self.waiting, self.running, self.block_manager, self.max_num_seqs,
+        seats = self.max_num_seqs - len(held)           # a held sequence still runs: it keeps its seat
+        seqs, is_prefill = schedule(self.waiting, self.running, self.block_manager, seats,
                                     self.max_num_batched_tokens, preempted)
         self.running.extend(held)
         self.num_preempted = len(preempted)
@@ -136,27 +138,37 @@ class Scheduler:
                                f"running, {self.block_manager.num_free_blocks} free blocks")
         return seqs, is_prefill
 
+    def ends(self, seq: Sequence, token_id: int, num_completion_tokens: int) -> bool:
+        """Whether `token_id`, the sequence's `num_completion_tokens`-th completion token, ends it: EOS
+        (unless its params ignore EOS) or max_tokens reached."""
+        params = seq.sampling_params
+        eos = not params.ignore_eos and token_id == self.eos_token_id
+        return eos or num_completion_tokens >= params.max_tokens
+
+    def finish(self, seq: Sequence) -> None:
+        """Free a finished sequence's blocks and take it out of its queue: `running`, or `waiting` when it
+        was preempted while its last token was in flight (overlap scheduling)."""
+        self.block_manager.deallocate(seq)
+        if seq.status is SequenceStatus.RUNNING:
+            self.running.remove(seq)
+        else:
+            self.waiting.remove(seq)
+        seq.status = SequenceStatus.FINISHED
+
     def postprocess(self, seqs: list[Sequence], token_ids: list[list[int]]) -> list[Sequence]:
         """Append each sequence's new tokens (one, or a verification's accepted drafts and bonus) up to
         max_tokens or EOS, finishing (and freeing) those that reach either; a verified sequence that goes on
         keeps only the blocks of its computed tokens (all but the last, whose K/V the next step writes)."""
         finished = []
         for seq, new_token_ids in zip(seqs, token_ids, strict=True):
-            params = seq.sampling_params
             done = False
             for token_id in new_token_ids:
                 seq.append_token(token_id)
-                eos = not params.ignore_eos and token_id == self.eos_token_id
-                done = eos or seq.num_completion_tokens >= params.max_tokens
+                done = self.ends(seq, token_id, seq.num_completion_tokens)
                 if done:
                     break
             if done:
-                self.block_manager.deallocate(seq)
-                if seq.status is SequenceStatus.RUNNING:
-                    self.running.remove(seq)
-                else:                                   # preempted while its last token was in flight
-                    self.waiting.remove(seq)
-                seq.status = SequenceStatus.FINISHED
+                self.finish(seq)
                 finished.append(seq)
             elif seq.draft_token_ids:
                 truncate(self.block_manager, seq, seq.num_tokens - 1)

@@ -2,9 +2,9 @@
 changes nothing; on a GPU, graphed and eager engines generate the same greedy tokens.
 
 On CPU the graph is not captured, but everything around it is the same code: prepare_decode's padding, the
-copy into the static buffers, and the padded forward over them, run where the replay would run (the Triton
-kernels in the interpreter: slot -1 and context length 0 must write and read nothing), for whole generations
-compared token by token with the eager engine.
+staging and copy into the static buffers, and the padded forward over them, run where the replay would run
+(the Triton kernels in the interpreter: slot -1 and context length 0 must write and read nothing), for whole
+generations compared token by token with the eager engine.
 """
 from __future__ import annotations
 
@@ -66,13 +66,20 @@ def test_prepare_decode_pads_for_a_graph_with_rows_that_read_and_write_nothing()
         prepare_decode(seqs, "cpu", padded_batch_size=4, max_num_blocks=16)
 
 
-def test_load_refuses_inputs_no_graph_was_captured_for():
+def test_the_graphs_prepare_their_own_padded_inputs_and_refuse_a_batch_no_graph_holds():
+    """`prepare` pads the scheduled sequences to the graph that holds them, as prepare_decode pads (above),
+    through the staging buffer into the static buffers; a batch above the ladder is refused."""
     llm, seqs = _engine_mid_decode(use_triton=False)
     graphs = DecodeGraphs(llm.model_runner.model, llm.model_runner.kv_cache, 8, 64, 4)
-    with pytest.raises(ValueError, match="captured batch size"):
-        graphs.load(prepare_decode(seqs))                             # 5 rows, tables as wide as needed
-    padded = graphs.load(prepare_decode(seqs, "cpu", graphs.padded_size(len(seqs)), graphs.max_num_blocks))
-    assert padded == 8 and graphs.static.context_lens[:8].tolist() == [s.num_tokens for s in seqs] + [0] * 3
+    want = prepare_decode(seqs, "cpu", padded_batch_size=8, max_num_blocks=16)
+    for _ in range(3):                                                # both staging buffers, in turn
+        assert graphs.prepare(seqs) == 8
+        static = graphs.static_inputs(8)
+        for name in ("input_ids", "positions", "slot_mapping", "context_lens", "block_tables"):
+            assert torch.equal(getattr(static, name), getattr(want, name)), name
+    small = DecodeGraphs(llm.model_runner.model, llm.model_runner.kv_cache, 4, 64, 4)
+    with pytest.raises(ValueError, match="at most 4"):
+        small.prepare(seqs)                                           # 5 sequences, graphs up to 4
 
 
 class EagerReplay:
@@ -103,7 +110,7 @@ def graphed_on_cpu(llm) -> DecodeGraphs:
 @pytest.mark.skipif(not INTERPRETED, reason="the Triton kernels on CPU tensors: the interpreter")
 @pytest.mark.parametrize("overlap", [False, True])
 def test_the_graph_path_generates_the_eager_paths_greedy_tokens_on_a_cpu(overlap):
-    """The whole graph path but the capture (prepare_decode padded -> static buffers -> the forward over
+    """The whole graph path but the capture (prepare_decode padded -> staged -> the forward over
     them), step after step as batches shrink from 5 to 1, placeholders too with overlap scheduling: the same
     greedy tokens as the eager engine, and every padded size that occurred was 'captured'."""
     rng = random.Random(2)

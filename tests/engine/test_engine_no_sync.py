@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from pagedkv_lib.core.model_inputs import prepare_decode
 from pagedkv_lib.engine import LLM, EngineConfig, SamplingParams
 from pagedkv_lib.engine.decode_graphs import DecodeGraphs
 from pagedkv_lib.engine.kernel_choice import select_kernels, triton_kernels_available
@@ -61,10 +60,7 @@ def test_engine_steps_read_no_tensor_value_on_the_triton_path(value_reads, overl
         seqs, _ = llm.scheduler.schedule()
         graphs = DecodeGraphs(llm.model_runner.model, llm.model_runner.kv_cache, 4, 64, 4)
         with torch.inference_mode():
-            padded = graphs.padded_size(len(seqs))                    # the graph path, replayed eagerly
-            inputs = prepare_decode(seqs, "cpu", padded, graphs.max_num_blocks)
-            graphs.load(llm.model_runner.to_device(inputs))
-            graphs.forward(padded)
+            graphs.forward(graphs.prepare(seqs))                      # the graph path, replayed eagerly
         llm.scheduler.postprocess(seqs, [[t] for t in llm.model_runner.run(seqs, False, [0.0] * len(seqs))])
     while not llm.is_finished():
         llm.step()

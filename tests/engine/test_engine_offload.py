@@ -79,15 +79,15 @@ def test_a_corrupted_load_changes_the_tokens(gpu_only, monkeypatch):
         for _, gpu_block in transfers.loads:
             self.kv_cache[:, :, gpu_block].zero_()
 
-    monkeypatch.setattr(OffloadWorker, "_copy", zero_loads)
+    monkeypatch.setattr(OffloadWorker, "copy", zero_loads)
     assert chat(32)[0] != gpu_only[0]
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: pinned memory and the side stream")
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: pinned memory, asynchronous copies")
 @pytest.mark.parametrize("enforce_eager", [True, False])
 def test_cpu_tier_on_cuda_keeps_the_greedy_tokens(enforce_eager):
-    """On a GPU the copies run on a side stream from and into pinned memory, and the forward (eager, or
-    decode replayed from CUDA graphs) waits for them on the GPU: the same tokens as without the tier."""
+    """On a GPU the copies are queued from and into pinned memory on the step's stream, before its forward
+    (eager, or decode replayed from CUDA graphs): the same tokens as without the tier."""
     base = chat(0, device="cuda", enforce_eager=enforce_eager)[0]
     for num_cpu_blocks in (2, 32):
         answers, stats, llm = chat(num_cpu_blocks, device="cuda", enforce_eager=enforce_eager)

@@ -228,3 +228,68 @@ def test_fill_placeholder_registers_the_block_once_the_step_that_writes_its_last
         assert len(bm.cached_prefix(again)) == 1       # position 3's K/V is not written by any step yet
         bm.may_append(seq)
     assert bm.cached_prefix(again) == [("gpu", seq.block_table[0]), ("gpu", seq.block_table[1])]
+
+
+def test_a_held_sequence_keeps_its_seat_under_max_num_seqs():
+    """Scheduler.schedule leaves a held sequence (its last token in flight) out of the step, not out of the
+    running queue's count: with max_num_seqs 2, one held and one decoding, a waiting prompt is not
+    admitted."""
+    llm = LLM(replace(engine_config(4, "cpu", True), max_num_seqs=2))
+    llm.add_request([1, 2, 3], SamplingParams(max_tokens=1))             # held after its prefill
+    llm.add_request([4, 5, 6], SamplingParams(max_tokens=8))
+    scheduler = llm.scheduler
+    seqs, is_prefill = scheduler.schedule()
+    assert is_prefill and len(seqs) == 2
+    for seq in seqs:
+        seq.append_token(7)                                              # as if their tokens were in
+    llm.add_request([8, 9, 10], SamplingParams(max_tokens=8))
+    seqs, is_prefill = scheduler.schedule()
+    running = len(scheduler.running)
+    assert running <= 2, f"expected at most max_num_seqs 2 running, got {running}"
+    assert not is_prefill and [s.seq_id for s in seqs] == [1] and len(scheduler.waiting) == 1
+
+
+def test_no_step_of_an_overlapped_engine_runs_more_than_max_num_seqs():
+    """The running queue right after each scheduling, held sequences included, over a whole generation."""
+    prompts, params = make_requests()
+    llm = LLM(replace(engine_config(16, "cpu", True), max_num_seqs=3, num_kvcache_blocks=64))
+    schedule = llm.scheduler.schedule
+    running = []
+
+    def counted_schedule():
+        scheduled = schedule()
+        running.append(len(llm.scheduler.running))
+        return scheduled
+    llm.scheduler.schedule = counted_schedule
+    llm.generate(prompts, [replace(sp, max_tokens=sp.max_tokens % 5 + 1) for sp in params], use_tqdm=False)
+    assert max(running) <= 3, running
+
+
+class RecordedTokens(list):
+    """A sequence's token_ids that record every deletion that removes tokens: (seq id, tokens removed)."""
+
+    def __init__(self, tokens: list[int], seq_id: int, cuts: list[tuple[int, list[int]]]):
+        super().__init__(tokens)
+        self.seq_id = seq_id
+        self.cuts = cuts
+
+    def __delitem__(self, key):
+        if self[key]:
+            self.cuts.append((self.seq_id, list(self[key])))
+        super().__delitem__(key)
+
+
+def test_a_read_token_replaces_its_placeholder_where_it_stands():
+    """Overlapped, with no EOS: the step after a token's step is already launched, yet postprocessing never
+    cuts a sequence's tokens (the token takes its placeholder's place, the next placeholder stays)."""
+    prompts, params = make_requests()
+    llm = LLM(replace(engine_config(4, "cpu", True), num_kvcache_blocks=64))
+    cuts: list[tuple[int, list[int]]] = []
+    for prompt, sp in zip(prompts, params, strict=True):
+        llm.add_request(prompt, sp)
+    for seq in llm.scheduler.waiting:
+        seq.token_ids = RecordedTokens(seq.token_ids, seq.seq_id, cuts)
+    while not llm.is_finished():
+        llm.step()
+    assert sum(s.num_seqs for s in llm.stats if not s.is_prefill) > len(prompts), "decode steps overlapped"
+    assert cuts == [], f"tokens cut from sequences: {cuts[:3]}"
