@@ -6,7 +6,10 @@ reads, changes and replaces the file under an exclusive lock on a sibling lock f
 a temporary file of its own, so that no update is lost and no reader sees half a file.
 
     {"127": {"verdict": "passed", "passed": 19, "total": 19, "file": "practice/127_....py", "seed": 0,
-             "when": "2026-11-30 20:15:00", "source": "file" | "notebook"}, ...}
+             "when": "2026-11-30 20:15:00", "source": "file" | "notebook",
+             "speed": {"verdict": "fast enough", "yours": 0.62, "library": 0.97, "bar": "..."}}, ...}
+"speed" (speed.py) is there only for a run that measured it (--device cuda --bench, an exercise with a
+speed bar); a file written before it existed reads the same.
 """
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from . import speed
 from .outcome import JUDGE_ERROR, NOT_IMPLEMENTED, PASSED, SKIPPED, TAMPERING, VERDICTS
 from .registry import PRACTICE_DIR
 
@@ -64,9 +68,13 @@ def record(result, source: str = "file") -> None:
         if source == "notebook" and (result.verdict == NOT_IMPLEMENTED or
                                      (old.get("verdict") == PASSED and not result.ok)):
             return
-        data[str(result.exercise_id)] = {"verdict": result.verdict, "passed": result.passed,
-                                         "total": result.total, "file": result.label, "seed": result.seed,
-                                         "when": time.strftime("%Y-%m-%d %H:%M:%S"), "source": source}
+        kept = {"verdict": result.verdict, "passed": result.passed, "total": result.total,
+                "file": result.label, "seed": result.seed, "when": time.strftime("%Y-%m-%d %H:%M:%S"),
+                "source": source}
+        measured = speed.status_entry((getattr(result, "bench", None) or {}).get("speed"), result.ok)
+        if measured is not None:
+            kept["speed"] = measured
+        data[str(result.exercise_id)] = kept
         _write(data)
 
 
@@ -97,4 +105,6 @@ def describe(exercise_id: int) -> str:
     found = entry(exercise_id) or {"verdict": "not graded yet"}
     counts = f" ({found['passed']}/{found['total']})" if "passed" in found else ""
     unknown = " (the status entry does not validate)" if found["verdict"] == UNKNOWN else ""
-    return found["verdict"] + (unknown or counts)
+    kept = found.get("speed")
+    fast = f"; speed {kept['verdict']}" if speed.valid_entry(kept) else ""
+    return found["verdict"] + (unknown or counts) + fast
