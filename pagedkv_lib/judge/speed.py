@@ -28,6 +28,7 @@ NOT_JUDGED = "not judged"
 VERDICTS = (FAST, SLOW, UNTRUSTED, NOT_JUDGED)
 CEILINGS = {"copy": "GB/s, of the copy bandwidth", "matmul": "TFLOP/s, of the bf16 matmul rate"}
 CALLS = 10                 # timed calls per benchmark shape, each on fresh inputs
+SEEDS = 2**48              # a call's seed is below this (the parent rebuilds its inputs from it)
 PLAUSIBLE = 1.2            # a kernel measured faster than 1.2 x its ceiling was not timed honestly
 HOST_SLACK_US = 50.0       # what a host's clock adds to a call's time: event records, the synchronisation
 SKETCH_TOLERANCE = 2e-2    # relative error of an output's sketch against the library's, as bench_correct's
@@ -64,8 +65,9 @@ def check_calls(calls, verified: list, wanted: int = CALLS) -> str | None:
         got = len(calls) if isinstance(calls, list) else type(calls).__name__
         return f"expected {wanted} timed calls, got {got}"
     seeds = [c.get("seed") if isinstance(c, dict) else None for c in calls]
-    if any(type(s) is not int for s in seeds) or len(set(seeds)) != wanted:
-        return f"expected {wanted} calls on distinct integer seeds (fresh inputs each), got seeds {seeds}"
+    if any(type(s) is not int or not 0 <= s < SEEDS for s in seeds) or len(set(seeds)) != wanted:
+        return (f"expected {wanted} calls on distinct integer seeds from 0 to 2^48 (fresh inputs each), got "
+                f"seeds {seeds}")
     times = [t for c in calls for t in (c.get("us"), c.get("host_us"))]
     if any(type(t) not in (int, float) or not math.isfinite(t) or t <= 0 for t in times):
         return f"expected positive times per call (us, host_us), got {times}"

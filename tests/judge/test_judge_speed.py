@@ -52,6 +52,7 @@ def test_work_on_another_stream_is_timed_by_the_hosts_clock():
 @pytest.mark.parametrize("calls, verified, words", [
     (calls_at(500.0, n=3), [True] * 3, "expected 10 timed calls"),
     ([dict(c, seed=7) for c in calls_at(500.0)], [True] * speed.CALLS, "distinct integer seeds"),
+    ([dict(c, seed=2**64 + c["seed"]) for c in calls_at(500.0)], [True] * speed.CALLS, "from 0 to 2^48"),
     (calls_at(500.0), [True] * 9 + [False], "timed call(s) [9] does not match"),
     ([dict(c, us=float("nan")) for c in calls_at(500.0)], [True] * speed.CALLS, "positive times"),
 ])
@@ -141,6 +142,13 @@ def test_one_seed_for_every_call_is_not_trusted(cpu_timer):
     assert clause["verdict"] == speed.UNTRUSTED and "distinct" in clause["why"]
 
 
+def test_calls_sent_as_garbage_are_not_trusted_and_do_not_break_the_parent(cpu_timer):
+    for calls in ([{"seed": -1, "us": "x", "host_us": None, "sketch": ["a"]}] * speed.CALLS, [7], "calls"):
+        clause = speed_clause({"speed": {"calls": calls}}, _Bench, 131, _library, device="cpu",
+                              ceiling_rate=1e12)
+        assert clause["verdict"] == speed.UNTRUSTED, calls
+
+
 def test_the_timer_is_the_one_taken_before_the_submission_was_imported(cpu_timer):
     """A submission that stops the host's clock while it runs: the harness's clock was taken earlier, so
     every call still has its time, and the parent judges it."""
@@ -170,6 +178,7 @@ def test_a_sketch_tells_a_wrong_output_from_a_right_one_and_refuses_a_tensor_sub
     assert sketch(out.as_subclass(torch.nn.Parameter), 3) == []
     assert sketch(torch.full_like(out, float("nan")), 3) == []                 # the protocol refuses NaN
     assert not same_sketch([], sketch(out, 3))
+    assert not same_sketch(["1.0"] * 64, sketch(out, 3))                       # what the child sent: data
 
 
 # ----------------------------------------------------------------------------------------------------------

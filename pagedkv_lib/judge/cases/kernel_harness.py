@@ -484,7 +484,7 @@ L2_FLUSH_BYTES = 256 * 2**20     # written before each timed call: more than any
 
 def fresh_seeds(n: int) -> list:
     """`n` seeds drawn from the OS's randomness now, one for each timed call's inputs."""
-    return [int.from_bytes(_TIMER["urandom"](6), "little") for _ in range(n)]
+    return [int.from_bytes(_TIMER["urandom"](6), "little") for _ in range(n)]     # below speed.SEEDS
 
 
 def timed_calls(fn, make_inputs, seeds: list, device: str = "cuda") -> list:
@@ -533,6 +533,8 @@ def same_sketch(got, expected: list) -> bool:
     """Whether the child's sketch of a timed output is the library's, within speed.SKETCH_TOLERANCE."""
     if not isinstance(got, list) or len(got) != len(expected) or not expected:
         return False
+    if any(type(g) not in (int, float) or not math.isfinite(g) for g in got):
+        return False
     diff = sum((float(g) - e) ** 2 for g, e in zip(got, expected)) ** 0.5
     norm = sum(e * e for e in expected) ** 0.5
     return diff <= speed.SKETCH_TOLERANCE * norm
@@ -550,7 +552,8 @@ def speed_clause(figures: dict, module, exercise_id: int, fn, device: str = "cud
     calls = mine.get("calls") if isinstance(mine, dict) else None
     if not isinstance(calls, list) or not calls:
         return {"verdict": speed.UNTRUSTED, "bar": str(bar), "why": f"no timed calls: got {show(mine)}"}
-    seeds = [c.get("seed") if isinstance(c, dict) and type(c.get("seed")) is int else 0 for c in calls]
+    seeds = [c["seed"] if isinstance(c, dict) and type(c.get("seed")) is int and 0 <= c["seed"] < speed.SEEDS
+             else 0 for c in calls]                     # another seed is refused by speed.check_calls
     library = timed_calls(fn, functools.partial(module.bench_inputs, bar.shape), seeds[: speed.CALLS], device)
     verified = [same_sketch(c.get("sketch") if isinstance(c, dict) else None, lib["sketch"])
                 for c, lib in zip(calls, library)]
