@@ -26,14 +26,15 @@ SLOW = "too slow"
 UNTRUSTED = "not trusted"
 NOT_JUDGED = "not judged"
 VERDICTS = (FAST, SLOW, UNTRUSTED, NOT_JUDGED)
-CEILINGS = {"copy": "GB/s, of the copy bandwidth", "matmul": "TFLOP/s, of the bf16 matmul rate"}
+CEILINGS = {"copy": "the copy bandwidth (bytes moved per second)",
+            "matmul": "the bf16 matmul rate (causal FLOPs per second)"}
 CALLS = 10                 # timed calls per benchmark shape, each on fresh inputs
 SEEDS = 2**48              # a call's seed is below this (the parent rebuilds its inputs from it)
 PLAUSIBLE = 1.2            # a kernel measured faster than 1.2 x its ceiling was not timed honestly
 HOST_SLACK_US = 50.0       # what a host's clock adds to a call's time: event records, the synchronisation
 SKETCH_TOLERANCE = 2e-2    # relative error of an output's sketch against the library's, as bench_correct's
-GPU_ONLY = ("speed: measured on a CUDA GPU only (bar: {bar}); there run "
-            "python practice/judge.py {id} --device cuda --bench")
+GPU_ONLY = ("speed: measured on a CUDA GPU only: python practice/judge.py {id} --device cuda --bench "
+            "(bar: {bar})")
 NEEDS_BENCH = "speed: add --bench to measure it against the bar ({bar})"
 
 
@@ -53,8 +54,7 @@ class SpeedBar:
             raise ValueError(f"speed bar fraction: expected 0 < fraction <= 1, got {self.fraction!r}")
 
     def __str__(self) -> str:
-        unit = "GB/s" if self.ceiling == "copy" else "TFLOP/s"
-        return f"{self.shape} at >= {self.fraction:.0%} of the {self.ceiling} rate ({unit})"
+        return f"{self.shape}, >= {self.fraction:.0%} of {CEILINGS[self.ceiling]}"
 
 
 def check_calls(calls, verified: list, wanted: int = CALLS) -> str | None:
@@ -97,8 +97,8 @@ def judge(bar: SpeedBar, calls: list, verified: list, work: float, ceiling_rate:
         ratio = work / us / ceiling_rate
         clause.update(us=us, yours=round(ratio, 4))
         if ratio > PLAUSIBLE:
-            problem = (f"{ratio:.0%} of the {bar.ceiling} rate is more than a kernel can reach: the timer "
-                       "did not measure the work")
+            problem = (f"{ratio:.0%} of {CEILINGS[bar.ceiling]} is more than a kernel can reach: the "
+                       "timer did not measure the work")
     if problem is not None:
         clause.update(verdict=UNTRUSTED, why=problem)
     else:
@@ -132,8 +132,8 @@ def line(exercise, result) -> str | None:
     if said == UNTRUSTED:
         return f"speed: {UNTRUSTED.upper()} ({clause['why']}); bar {clause['bar']}"
     library = f"library {clause['library']:.0%}" if "library" in clause else "library not timed"
-    return (f"speed: {said.upper()}: yours {clause['yours']:.0%} of the {clause['ceiling']} rate "
-            f"(median of {CALLS} calls, each timed on fresh inputs), {library}; bar {clause['bar']}")
+    return (f"speed: {said.upper()}: yours {clause['yours']:.0%} (median of {CALLS} calls, each timed alone "
+            f"on fresh inputs), {library}; bar {clause['bar']}")
 
 
 def _why(result) -> str:

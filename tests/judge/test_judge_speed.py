@@ -205,7 +205,8 @@ def test_the_report_line_says_where_speed_is_measured_and_gives_the_verdict_besi
     assert "add --bench" in speed.line(ex, _result("cuda", ok=True))
     clause = speed.judge(BAR, calls_at(500.0), [True] * speed.CALLS, WORK, CEILING, 350.0)
     said = speed.line(ex, _result("cuda", ok=True, bench={"speed": clause}))
-    assert said.startswith("speed: FAST ENOUGH: yours 67% of the copy rate") and "library 95%" in said
+    assert said.startswith("speed: FAST ENOUGH: yours 67% (median of 10 calls") and "library 95%" in said
+    assert said.endswith("bar B=64 x 4096 tokens, >= 50% of the copy bandwidth (bytes moved per second)")
     assert "NOT JUDGED" in speed.line(ex, _result("cuda", ok=False, bench={"speed": clause}))
     skipped = speed.line(ex, _result("cuda", ok=True, bench={"error": "RuntimeError: boom"}))
     assert skipped == "speed: not measured (RuntimeError: boom)"
