@@ -3,15 +3,16 @@ clause the report prints beside the correctness verdict and status.py keeps.
 
 Where the figures come from (cases/kernel_harness.py): on `--device cuda --bench` the child times each call of
 the submission on the bar's shape alone, on fresh inputs drawn from a seed it picks then (`timed_calls`), with
-timer functions it took before the submission was imported; per call it sends the seed, the time (CUDA
-events, and the host's clock up to the device's synchronisation) and a sketch of the output (random
-projections). The parent, once every child has exited, checks what it can: it rebuilds each call's inputs
-from the seed, runs the library's kernel on them and compares sketches (a call that skipped work, or returned
-an answer made earlier, fails); it requires CALLS calls on distinct seeds; it measures the ceiling itself
-(copy bandwidth for decode, the bf16 matmul rate for prefill) and refuses a time faster than PLAUSIBLE times
-the ceiling allows (a fooled timer). A time can still be shaded by native code in the child (guards.py: it is
-Python); a kernel cannot be made to look faster than the hardware. Then `judge` compares the median call
-with the bar.
+CUDA events it took before the submission was imported; per call it sends the seed, the events' time and a
+sketch of the output (random projections). Around each call it sends a Mark (protocol.py), and the parent
+reads its own clock at each (`watched`): a window that holds the call whatever the child's timer says. The
+parent, once every child has exited, believes only what it checked: it rebuilds each call's inputs from the
+seed, runs the library's kernel on them and compares sketches (a call that skipped work, or returned an
+answer made earlier, fails); it requires CALLS calls on distinct seeds, each inside a window it watched; a
+call's time is the longer of the events' and the window less WATCH_SLACK_US (a fooled timer, or work hidden
+on another stream, shows in the window); it measures the ceiling itself (copy bandwidth for decode, the bf16
+matmul rate for prefill) and refuses a time faster than PLAUSIBLE times the ceiling allows. Then `judge`
+compares the median call with the bar.
 
 Importing this module imports no torch (registry.py and status.py read it).
 """
@@ -31,7 +32,8 @@ CEILINGS = {"copy": "the copy bandwidth (bytes moved per second)",
 CALLS = 10                 # timed calls per benchmark shape, each on fresh inputs
 SEEDS = 2**48              # a call's seed is below this (the parent rebuilds its inputs from it)
 PLAUSIBLE = 1.2            # a kernel measured faster than 1.2 x its ceiling was not timed honestly
-HOST_SLACK_US = 50.0       # what a host's clock adds to a call's time: event records, the synchronisation
+WATCH_SLACK_US = 100.0     # what the parent's window adds to a call: event records, the synchronisation, two
+                           # messages through a pipe and the parent's wake-up (it can only be shorter by this)
 SKETCH_TOLERANCE = 2e-2    # relative error of an output's sketch against the library's, as bench_correct's
 GPU_ONLY = ("speed: measured on a CUDA GPU only: python practice/judge.py {id} --device cuda --bench "
             "(bar: {bar})")
@@ -57,10 +59,21 @@ class SpeedBar:
         return f"{self.shape}, >= {self.fraction:.0%} of {CEILINGS[self.ceiling]}"
 
 
-def check_calls(calls, verified: list, wanted: int = CALLS) -> str | None:
+def watched(figures, marks: list):
+    """In the parent, as the Done message arrives: `figures` with figures["speed"]["watched_us"], the
+    microseconds between Marks 2 i and 2 i + 1 by the parent's clock (`marks`, seconds), replacing whatever
+    the child put there; other figures as they are."""
+    if not isinstance(figures, dict) or not isinstance(figures.get("speed"), dict):
+        return figures
+    windows = [1e6 * (end - begin) for begin, end in zip(marks[0::2], marks[1::2])]
+    return dict(figures, speed=dict(figures["speed"], watched_us=windows))
+
+
+def check_calls(calls, verified: list, windows=None, wanted: int = CALLS) -> str | None:
     """Why the timed calls of one shape cannot be believed, or None. `calls`: the child's records
     [{"seed": int, "us": float, ...}]; `verified`: per call, whether the parent found its output's sketch
-    equal to the library's on the inputs rebuilt from its seed."""
+    equal to the library's on the inputs rebuilt from its seed; `windows`: the parent's watch of each call
+    (`watched`), microseconds."""
     if not isinstance(calls, list) or len(calls) != wanted:
         got = len(calls) if isinstance(calls, list) else type(calls).__name__
         return f"expected {wanted} timed calls, got {got}"
@@ -68,9 +81,13 @@ def check_calls(calls, verified: list, wanted: int = CALLS) -> str | None:
     if any(type(s) is not int or not 0 <= s < SEEDS for s in seeds) or len(set(seeds)) != wanted:
         return (f"expected {wanted} calls on distinct integer seeds from 0 to 2^48 (fresh inputs each), got "
                 f"seeds {seeds}")
-    times = [t for c in calls for t in (c.get("us"), c.get("host_us"))]
+    times = [c.get("us") for c in calls]
     if any(type(t) not in (int, float) or not math.isfinite(t) or t <= 0 for t in times):
-        return f"expected positive times per call (us, host_us), got {times}"
+        return f"expected a positive time per call, got {times}"
+    if not isinstance(windows, list) or len(windows) != wanted:
+        got = len(windows) if isinstance(windows, list) else windows
+        return (f"the judge watched {got} timed calls, expected {wanted} (each call between two marks on the "
+                "judge's channel)")
     wrong = [i for i, ok in enumerate(verified) if ok is not True]
     if len(verified) != wanted or wrong:
         return (f"the output of timed call(s) {wrong} does not match the library's on the same inputs "
@@ -78,22 +95,23 @@ def check_calls(calls, verified: list, wanted: int = CALLS) -> str | None:
     return None
 
 
-def call_us(call: dict) -> float:
-    """The time of one checked call: its CUDA events' time, or the host's time to the device's
-    synchronisation less HOST_SLACK_US when that is longer (events on one stream miss work on another)."""
-    return max(call["us"], call["host_us"] - HOST_SLACK_US)
+def call_us(call: dict, window_us: float) -> float:
+    """The time of one checked call: its CUDA events' time, or the parent's window less WATCH_SLACK_US when
+    that is longer (a timer the submission fooled, events on one stream that miss work on another)."""
+    return max(call["us"], window_us - WATCH_SLACK_US)
 
 
-def judge(bar: SpeedBar, calls: list, verified: list, work: float, ceiling_rate: float,
+def judge(bar: SpeedBar, calls: list, verified: list, windows, work: float, ceiling_rate: float,
           library_us: float) -> dict:
-    """The clause of one run on the bar's shape: `work` (bytes, or FLOPs) of one call, `ceiling_rate` (bytes
-    or FLOPs per microsecond) and the library's median `library_us`, both measured by the parent."""
+    """The clause of one run on the bar's shape: the child's `calls`, `verified` and `windows` by the parent
+    (check_calls), `work` (bytes, or FLOPs) of one call, `ceiling_rate` (bytes or FLOPs per microsecond) and
+    the library's median `library_us`, both measured by the parent."""
     clause = {"bar": str(bar), "fraction": bar.fraction, "ceiling": bar.ceiling}
     if library_us > 0:
         clause["library"] = round(work / library_us / ceiling_rate, 4)
-    problem = check_calls(calls, verified)
+    problem = check_calls(calls, verified, windows)
     if problem is None:
-        us = statistics.median(call_us(c) for c in calls)
+        us = statistics.median(call_us(c, w) for c, w in zip(calls, windows))
         ratio = work / us / ceiling_rate
         clause.update(us=us, yours=round(ratio, 4))
         if ratio > PLAUSIBLE:

@@ -1,6 +1,7 @@
 """The speed verdict of a kernel exercise (judge/speed.py, kernel_harness's timed calls), on the CPU: the bar,
 the ratio and the verdict from figures given here, the parent's checks of the child's calls (a skipped or
-repeated call, a fooled timer, work hidden on another stream), the report's line and the status file."""
+repeated call, a fooled timer, work hidden on another stream, marks out of place), the report's line and the
+status file."""
 from __future__ import annotations
 
 import json
@@ -19,33 +20,42 @@ WORK = 1e9                    # bytes of one call
 CEILING = 3e6                 # bytes per microsecond: 3 TB/s
 
 
-def calls_at(us: float, n: int = speed.CALLS, host_us: float | None = None) -> list:
-    return [{"seed": 100 + i, "us": us, "host_us": us + 20 if host_us is None else host_us, "sketch": []}
-            for i in range(n)]
+def calls_at(us: float, n: int = speed.CALLS) -> list:
+    return [{"seed": 100 + i, "us": us, "sketch": []} for i in range(n)]
+
+
+def watched_at(us: float, n: int = speed.CALLS) -> list:
+    """The parent's windows around calls of `us` microseconds: longer by the messages and the wake-up."""
+    return [us + 40.0] * n
+
+
+OK = [True] * speed.CALLS
 
 
 def test_the_bar_compares_the_median_call_with_the_ceiling_measured_in_the_same_run():
-    fast = speed.judge(BAR, calls_at(500.0), [True] * speed.CALLS, WORK, CEILING, library_us=350.0)
+    fast = speed.judge(BAR, calls_at(500.0), OK, watched_at(500.0), WORK, CEILING, library_us=350.0)
     assert fast["verdict"] == speed.FAST
     assert fast["yours"] == pytest.approx(WORK / 500.0 / CEILING, abs=1e-4)       # 67% of copy
     assert fast["library"] == pytest.approx(WORK / 350.0 / CEILING, abs=1e-4)
-    slow = speed.judge(BAR, calls_at(900.0), [True] * speed.CALLS, WORK, CEILING, library_us=350.0)
+    slow = speed.judge(BAR, calls_at(900.0), OK, watched_at(900.0), WORK, CEILING, library_us=350.0)
     assert slow["verdict"] == speed.SLOW and slow["yours"] < BAR.fraction
     mixed = calls_at(500.0)[:6] + calls_at(5000.0)[6:]                            # the median decides
-    assert speed.judge(BAR, [dict(c, seed=i) for i, c in enumerate(mixed)], [True] * speed.CALLS, WORK,
-                       CEILING, 350.0)["verdict"] == speed.FAST
+    windows = watched_at(500.0)[:6] + watched_at(5000.0)[6:]
+    assert speed.judge(BAR, [dict(c, seed=i) for i, c in enumerate(mixed)], OK, windows, WORK, CEILING,
+                       350.0)["verdict"] == speed.FAST
 
 
 def test_a_time_faster_than_the_hardware_allows_is_not_trusted():
-    """A patched timer: 1 us for a gigabyte is 333 x the copy bandwidth."""
-    clause = speed.judge(BAR, calls_at(1.0, host_us=2.0), [True] * speed.CALLS, WORK, CEILING, 350.0)
+    """1 us for a gigabyte is 333 x the copy bandwidth: a timer fooled in a way the window cannot see (a
+    parent that was itself slow to read the first mark)."""
+    clause = speed.judge(BAR, calls_at(1.0), OK, watched_at(1.0), WORK, CEILING, 350.0)
     assert clause["verdict"] == speed.UNTRUSTED and "more than a kernel can reach" in clause["why"]
 
 
-def test_work_on_another_stream_is_timed_by_the_hosts_clock():
-    """The events on the current stream saw 5 us; the host waited 900 us for the device."""
-    clause = speed.judge(BAR, calls_at(5.0, host_us=900.0), [True] * speed.CALLS, WORK, CEILING, 350.0)
-    assert clause["us"] == pytest.approx(900.0 - speed.HOST_SLACK_US)
+def test_a_fooled_timer_or_work_on_another_stream_is_timed_by_the_parents_window():
+    """The events saw 5 us; the parent watched 900 us between the call's marks."""
+    clause = speed.judge(BAR, calls_at(5.0), OK, [900.0] * speed.CALLS, WORK, CEILING, 350.0)
+    assert clause["us"] == pytest.approx(900.0 - speed.WATCH_SLACK_US)
     assert clause["verdict"] == speed.SLOW
 
 
@@ -54,16 +64,54 @@ def test_work_on_another_stream_is_timed_by_the_hosts_clock():
     ([dict(c, seed=7) for c in calls_at(500.0)], [True] * speed.CALLS, "distinct integer seeds"),
     ([dict(c, seed=2**64 + c["seed"]) for c in calls_at(500.0)], [True] * speed.CALLS, "from 0 to 2^48"),
     (calls_at(500.0), [True] * 9 + [False], "timed call(s) [9] does not match"),
-    ([dict(c, us=float("nan")) for c in calls_at(500.0)], [True] * speed.CALLS, "positive times"),
+    ([dict(c, us=float("nan")) for c in calls_at(500.0)], [True] * speed.CALLS, "a positive time per call"),
 ])
 def test_calls_the_parent_cannot_verify_are_not_trusted(calls, verified, words):
-    clause = speed.judge(BAR, calls, verified, WORK, CEILING, 350.0)
+    clause = speed.judge(BAR, calls, verified, watched_at(500.0), WORK, CEILING, 350.0)
     assert clause["verdict"] == speed.UNTRUSTED and words in clause["why"]
     assert speed.verdict(clause, passed=True) == speed.UNTRUSTED
 
 
+@pytest.mark.parametrize("windows", [None, [], watched_at(500.0, n=9), "windows"])
+def test_calls_the_parent_did_not_watch_are_not_trusted(windows):
+    clause = speed.judge(BAR, calls_at(500.0), OK, windows, WORK, CEILING, 350.0)
+    assert clause["verdict"] == speed.UNTRUSTED and "the judge watched" in clause["why"]
+
+
+def test_the_parents_windows_replace_what_the_child_sent_and_pair_the_marks():
+    sent = {"device": "x", "speed": {"calls": [], "watched_us": [1.0] * 10}}
+    got = speed.watched(sent, [10.0, 10.0005, 11.0, 11.002, 12.0])           # the fifth mark has no end
+    assert got["speed"]["watched_us"] == pytest.approx([500.0, 2000.0])
+    assert speed.watched(dict(sent, speed={"calls": []}), [])["speed"]["watched_us"] == []
+    assert speed.watched({"error": "boom"}, [1.0, 2.0]) == {"error": "boom"}
+    assert speed.watched(None, []) is None
+
+
+def test_a_mark_is_believed_only_in_the_benchmark_and_in_order():
+    """Supervisor._handle: a Mark during the cases (forged on the judge's channel) or out of order is a
+    protocol error; in the benchmark each one is the parent's clock."""
+    from pagedkv_lib.judge.protocol import Done, Mark, ProtocolError
+    from pagedkv_lib.judge.supervisor import Seen, Supervisor
+
+    sup = Supervisor.__new__(Supervisor)
+    sup.seen, sup.limits, sup.fresh_asked, sup.next, sup.total = Seen(start=0), None, False, 3, 3
+    sup.phase = "cases"
+    with pytest.raises(ProtocolError, match="Mark while cases"):
+        sup._handle(Mark(0), 1.0)
+    sup.phase = "bench"
+    sup._handle(Mark(0), 1.0)
+    sup._handle(Mark(1), 1.5)
+    with pytest.raises(ProtocolError, match="mark 3, expected 2"):
+        sup._handle(Mark(3), 2.0)
+    assert sup.seen.marks == [1.0, 1.5]
+    sup._cpu = lambda: 0.0
+    sup._begin = lambda phase, now, cpu: None
+    sup._handle(Done({"speed": {"calls": [], "watched_us": [1.0]}}), 2.0)     # the child's own "window"
+    assert sup.seen.bench["speed"]["watched_us"] == [500000.0]
+
+
 def test_a_wrong_kernels_speed_is_not_judged():
-    clause = speed.judge(BAR, calls_at(500.0), [True] * speed.CALLS, WORK, CEILING, 350.0)
+    clause = speed.judge(BAR, calls_at(500.0), OK, watched_at(500.0), WORK, CEILING, 350.0)
     assert speed.verdict(clause, passed=True) == speed.FAST
     assert speed.verdict(clause, passed=False) == speed.NOT_JUDGED
     assert speed.verdict({"verdict": "blazing"}, passed=True) == speed.NOT_JUDGED
@@ -113,9 +161,13 @@ def cpu_timer(monkeypatch):
 
 
 def _clause(fn, seeds=None):
+    """The child's timed calls with marks read on the parent's clock, through `watched`, then judged."""
     seeds = seeds or kernel_harness.fresh_seeds(speed.CALLS)
-    calls = timed_calls(fn, lambda device, seed: _Bench.bench_inputs("x", device, seed), seeds, "cpu")
-    return speed_clause({"speed": {"calls": calls}}, _Bench, 131, _library, device="cpu", ceiling_rate=1e12)
+    marks = []
+    calls = timed_calls(fn, lambda device, seed: _Bench.bench_inputs("x", device, seed), seeds, "cpu",
+                        mark=lambda index: marks.append(_CLOCK()))
+    figures = speed.watched({"speed": {"calls": calls}}, marks)
+    return speed_clause(figures, _Bench, 131, _library, device="cpu", ceiling_rate=1e12)
 
 
 def test_an_honest_kernel_is_timed_and_its_outputs_match_the_librarys(cpu_timer):
@@ -149,23 +201,17 @@ def test_calls_sent_as_garbage_are_not_trusted_and_do_not_break_the_parent(cpu_t
         assert clause["verdict"] == speed.UNTRUSTED, calls
 
 
-def test_the_timer_is_the_one_taken_before_the_submission_was_imported(cpu_timer):
-    """A submission that stops the host's clock while it runs: the harness's clock was taken earlier, so
-    every call still has its time, and the parent judges it."""
-    real = time.perf_counter
+def test_a_submission_that_stops_the_timer_is_timed_by_the_parents_window(cpu_timer, monkeypatch):
+    """Its events say 0.001 us (a patched timer); each call sleeps 2 ms, which the parent's window holds."""
+    monkeypatch.setitem(kernel_harness._TIMER, "elapsed", lambda start, end: 1e-6)
 
-    def stops_the_clock(x):
-        time.perf_counter = lambda: 0.0
+    def sleeps(x):
+        time.sleep(0.002)
         return _library(x)
 
-    try:
-        calls = timed_calls(stops_the_clock, lambda device, seed: _Bench.bench_inputs("x", device, seed),
-                            kernel_harness.fresh_seeds(speed.CALLS), "cpu")
-    finally:
-        time.perf_counter = real
-    assert all(c["host_us"] > 0 for c in calls)
-    clause = speed_clause({"speed": {"calls": calls}}, _Bench, 131, _library, device="cpu", ceiling_rate=1e12)
-    assert clause["verdict"] == speed.SLOW, clause
+    clause = _clause(sleeps)
+    assert clause["verdict"] == speed.SLOW
+    assert clause["us"] >= 2000.0 - speed.WATCH_SLACK_US
 
 
 def test_a_sketch_tells_a_wrong_output_from_a_right_one_and_refuses_a_tensor_subclass():
@@ -203,7 +249,7 @@ def test_the_report_line_says_where_speed_is_measured_and_gives_the_verdict_besi
     assert speed.line(ex, _result("cpu", ok=False)) is None                   # a failing kernel: its cases
     assert speed.line(registry.get(138), _result("cpu", ok=True)) is None      # no bar
     assert "add --bench" in speed.line(ex, _result("cuda", ok=True))
-    clause = speed.judge(BAR, calls_at(500.0), [True] * speed.CALLS, WORK, CEILING, 350.0)
+    clause = speed.judge(BAR, calls_at(500.0), OK, watched_at(500.0), WORK, CEILING, 350.0)
     said = speed.line(ex, _result("cuda", ok=True, bench={"speed": clause}))
     assert said.startswith("speed: FAST ENOUGH: yours 67% (median of 10 calls") and "library 95%" in said
     assert said.endswith("bar B=64 x 4096 tokens, >= 50% of the copy bandwidth (bytes moved per second)")
@@ -228,7 +274,7 @@ def test_the_status_file_keeps_the_speed_beside_the_verdict_and_reads_old_entrie
            "when": "2026-11-30 20:15:00", "source": "file"}                   # written before speed existed
     (tmp_path / "status.json").write_text(json.dumps({"133": old}))
     assert status.describe(133) == "passed (3/3)"
-    clause = speed.judge(BAR, calls_at(900.0), [True] * speed.CALLS, WORK, CEILING, 350.0)
+    clause = speed.judge(BAR, calls_at(900.0), OK, watched_at(900.0), WORK, CEILING, 350.0)
     status.record(SimpleNamespace(exercise_id=131, verdict="passed", passed=5, total=5, label="x.py", seed=0,
                                   tampered=[], ok=True, bench={"speed": clause}))
     kept = json.loads((tmp_path / "status.json").read_text())

@@ -185,9 +185,9 @@ BENCH = {"cold 4 x 2048": ([2048] * 4, [2048] * 4), "chunked 8 x (2048 + 512)": 
          "decode rows beside prefills": ([2048, 1024] + [4096] * 32, [2048, 1024] + [1] * 32)}
 
 
-def bench(ns, device: str) -> dict:
+def bench(ns, device: str, mark=None) -> dict:
     """Prefill batches, bf16, H = 32, H_kv = 8, D = 128, block size 16."""
-    return bench_submission(ns, device, sys.modules[__name__], 133)
+    return bench_submission(ns, device, sys.modules[__name__], 133, mark)
 
 
 def bench_inputs(label: str, device: str = "cuda", scale_down: int = 1, seed: int | None = None):

@@ -36,7 +36,6 @@ import math
 import os
 import statistics
 import sys
-import time
 
 import numpy as np
 import torch
@@ -409,9 +408,10 @@ def rows_m_apart(a: dict, out: torch.Tensor) -> bool:
 # ----------------------------------------------------------------------------------------------------------
 # the benchmark
 
-def bench_submission(ns, device: str, module, exercise_id: int) -> dict:
+def bench_submission(ns, device: str, module, exercise_id: int, mark=None) -> dict:
     """In the child: the submission's median time and correctness per shape of `module.BENCH` (plain data);
-    with a speed bar, its separately timed calls on the bar's shape ("speed": {"calls": [...]})."""
+    with a speed bar, its separately timed calls on the bar's shape ("speed": {"calls": [...]}), each
+    between two `mark(index)` (the child's Mark messages)."""
     if device != "cuda":
         return {"skipped": NEEDS_GPU.format(id=exercise_id)}
     use_device(ns, [module.NAME], "cuda")
@@ -425,7 +425,8 @@ def bench_submission(ns, device: str, module, exercise_id: int) -> dict:
     bar = registry.get(exercise_id).speed
     if bar is not None:
         inputs = functools.partial(module.bench_inputs, bar.shape)
-        figures["speed"] = {"calls": timed_calls(ns[module.NAME], inputs, fresh_seeds(speed.CALLS))}
+        calls = timed_calls(ns[module.NAME], inputs, fresh_seeds(speed.CALLS), mark=mark)
+        figures["speed"] = {"calls": calls}
     return figures
 
 
@@ -473,10 +474,9 @@ def copy_bandwidth(nbytes: int = 2**30) -> float:
 # the speed bar: each call timed on its own inputs in the child, checked and judged in the parent
 
 _TIMER = {  # taken when the case module is imported, before the submission is: patching torch later changes
-            # none of them (speed.py's PLAUSIBLE bound catches a timer fooled some other way)
+            # none of them (the parent's window and speed.py's PLAUSIBLE bound catch a timer fooled otherwise)
     "Event": torch.cuda.Event, "record": torch.cuda.Event.record, "elapsed": torch.cuda.Event.elapsed_time,
     "synchronize": torch.cuda.synchronize, "stream": torch.cuda.current_stream, "urandom": os.urandom,
-    "clock": time.perf_counter,
     "Tensor": torch.Tensor, "matmul": torch.matmul, "no_torch_function": torch._C.DisableTorchFunction,
 }
 L2_FLUSH_BYTES = 256 * 2**20     # written before each timed call: more than any GPU's L2
@@ -487,27 +487,29 @@ def fresh_seeds(n: int) -> list:
     return [int.from_bytes(_TIMER["urandom"](6), "little") for _ in range(n)]     # below speed.SEEDS
 
 
-def timed_calls(fn, make_inputs, seeds: list, device: str = "cuda") -> list:
+def timed_calls(fn, make_inputs, seeds: list, device: str = "cuda", mark=None) -> list:
     """One call of fn per seed s, on fresh inputs make_inputs(device=device, seed=s)[0], the L2 flushed
-    before it, timed alone between two CUDA events on the current stream ("us") and by the host's clock
-    up to the device's synchronisation ("host_us": work hidden on another stream shows there); per call
-    {"seed", "us", "host_us", "sketch"} (`sketch` of that call's output, which the parent checks)."""
+    before it, timed alone between two CUDA events on the current stream, and between mark(2 i) and
+    mark(2 i + 1) (sent to the parent, which reads its own clock; after the device synchronised, so work on
+    another stream falls inside); per call {"seed", "us", "sketch"} (`sketch` of that call's output, which
+    the parent checks)."""
     flush = torch.empty(L2_FLUSH_BYTES // 4, device=device)                    # [L2_FLUSH_BYTES / 4]
     calls = []
-    for seed in seeds:
+    for i, seed in enumerate(seeds):
         args, _ = make_inputs(device=device, seed=seed)
         stream = _TIMER["stream"]()
         start, end = _TIMER["Event"](enable_timing=True), _TIMER["Event"](enable_timing=True)
         flush.zero_()
         _TIMER["synchronize"]()
-        began = _TIMER["clock"]()
+        if mark is not None:
+            mark(2 * i)
         _TIMER["record"](start, stream)
         out = fn(*args)
         _TIMER["record"](end, stream)
         _TIMER["synchronize"]()                        # every stream: work launched on another one too
-        host_us = 1e6 * (_TIMER["clock"]() - began)
-        calls.append({"seed": seed, "us": 1e3 * _TIMER["elapsed"](start, end), "host_us": host_us,
-                      "sketch": sketch(out, seed)})
+        if mark is not None:
+            mark(2 * i + 1)
+        calls.append({"seed": seed, "us": 1e3 * _TIMER["elapsed"](start, end), "sketch": sketch(out, seed)})
         del args, out
     return calls
 
@@ -560,7 +562,8 @@ def speed_clause(figures: dict, module, exercise_id: int, fn, device: str = "cud
     library_us = statistics.median(lib["us"] for lib in library)
     if ceiling_rate is None:
         ceiling_rate = copy_bandwidth() * 1e3 if bar.ceiling == "copy" else matmul_rate() * 1e6
-    return speed.judge(bar, calls, verified, module.work(bar.shape), ceiling_rate, library_us)
+    return speed.judge(bar, calls, verified, mine.get("watched_us"), module.work(bar.shape), ceiling_rate,
+                       library_us)
 
 
 def matmul_rate(n: int = 8192) -> float:
