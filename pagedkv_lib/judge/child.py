@@ -68,7 +68,8 @@ def serve(job: Job, channel: Channel, cases=None, namespace=None, sandbox=None) 
     figures = None
     if job.bench and hasattr(module, "bench"):
         try:
-            figures = module.bench(ns, job.device, lambda index: channel.send(Mark(index)))
+            marks = {"mark": lambda index: channel.send(Mark(index))} if exercise.speed else {}  # speed.py
+            figures = module.bench(ns, job.device, **marks)
         except BaseException as exc:
             figures = {"error": Outcome.of_exception(exc, files).message}
     channel.send(Done(figures))

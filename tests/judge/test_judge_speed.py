@@ -5,7 +5,9 @@ status file."""
 from __future__ import annotations
 
 import json
+import sys
 import time
+import types
 from types import SimpleNamespace
 
 import pytest
@@ -225,6 +227,32 @@ def test_a_sketch_tells_a_wrong_output_from_a_right_one_and_refuses_a_tensor_sub
     assert sketch(torch.full_like(out, float("nan")), 3) == []                 # the protocol refuses NaN
     assert not same_sketch([], sketch(out, 3))
     assert not same_sketch(["1.0"] * 64, sketch(out, 3))                       # what the child sent: data
+
+
+def test_the_marks_of_a_childs_benchmark_reach_the_parent_as_windows_on_its_clock(tmp_path, monkeypatch):
+    """Through a forked child, its supervisor and grading: an exercise with a speed bar gets `mark`, and its
+    figures come back with the windows the parent watched (over the child's own "watched_us")."""
+    from test_judge_cli import FAKE, SOLUTION_122
+
+    from pagedkv_lib.judge.grading import grade
+
+    def bench(ns, device, mark):
+        mark(0)
+        time.sleep(0.05)
+        mark(1)
+        return {"speed": {"calls": [], "watched_us": [1.0]}}
+
+    fake = types.ModuleType("pagedkv_lib.judge.cases.ex998")
+    fake.build, fake.run, fake.check, fake.bench = FAKE.build, FAKE.run, FAKE.check, bench
+    monkeypatch.setitem(sys.modules, fake.__name__, fake)
+    monkeypatch.setitem(registry.EXERCISES, 998, registry.Exercise(
+        998, "fake", "A fake exercise", "easy", "00 Start here",
+        {"slot_mapping_for": "pagedkv_lib.core.slot_mapping:slot_mapping_for"}, time_limit_s=5.0, speed=BAR))
+    path = tmp_path / "998_fake.py"
+    path.write_text(SOLUTION_122)
+    (result,) = grade(998, [path], bench=True, isolation="fork")   # the fake lives in this process only
+    (window,) = result.bench["speed"]["watched_us"]
+    assert result.ok and 50_000 <= window < 5_000_000, result.bench
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -232,9 +232,9 @@ def _store_mask_hint(case: Case, got) -> str:
 BENCH = {f"T={T}": T for T in (4096, 32768)}
 
 
-def bench(ns, device: str, mark=None) -> dict:
+def bench(ns, device: str) -> dict:
     """store_kvcache of T tokens (bf16, H_kv = 8, D = 128, key/value views into a fused qkv, S = 16)."""
-    return bench_submission(ns, device, sys.modules[__name__], 130, mark)
+    return bench_submission(ns, device, sys.modules[__name__], 130)
 
 
 def bench_report(figures: dict, device: str) -> dict:
