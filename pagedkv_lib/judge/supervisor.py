@@ -2,7 +2,9 @@
 ended, and reap it (no zombie, whatever the submission did). What it saw, it reports as a `Seen` (the cases
 finished, what was printed, how the child ended, where a new child goes on); grading.py builds the Result.
 Its messages move it through phases, each with a limit:
-starting --ready--> loading --loaded--> cases (0, 1, ...) --> (bench) --done--> done.
+starting --ready--> loading --loaded--> cases (0, 1, ...) --> (bench, its marks) --done--> done.
+In the benchmark each Mark is read on the parent's clock (`Seen.marks`): speed.py's window around each timed
+call, written into the figures when they arrive.
 
 Time is CPU time, as contest judges measure it: the parent reads the child's CPU seconds itself, from /proc,
 summed over the child's process tree (a sandbox's tree under bwrap; a fork itself), and a phase (loading,
