@@ -72,7 +72,7 @@ def record(result, source: str = "file") -> None:
                 "file": result.label, "seed": result.seed, "when": time.strftime("%Y-%m-%d %H:%M:%S"),
                 "source": source}
         measured = speed.status_entry((getattr(result, "bench", None) or {}).get("speed"), result.ok)
-        if measured is not None:
+        if measured is not None and result.device == "cuda":
             kept["speed"] = measured
         data[str(result.exercise_id)] = kept
         _write(data)

@@ -255,6 +255,18 @@ def test_the_marks_of_a_childs_benchmark_reach_the_parent_as_windows_on_its_cloc
     assert result.ok and 50_000 <= window < 5_000_000, result.bench
 
 
+@pytest.mark.parametrize("device, figures", [
+    ("cuda", {"error": "RuntimeError: boom"}), ("cuda", {"skipped": "no"}), ("cpu", {"skipped": "no"})])
+def test_a_speed_clause_the_child_sent_is_dropped_where_the_parent_judged_none(device, figures):
+    """A child that reports an error, or a skip, beside a clause of its own making: the parent's report of
+    the benchmark keeps its words and drops the clause (the report and the status file read only the
+    parent's)."""
+    forged = {"verdict": speed.FAST, "yours": 0.9, "library": 0.9, "bar": "x", "ceiling": "copy"}
+    for module in (ex131, ex133):
+        shown = module.bench_report(dict(figures, speed=forged), device)
+        assert "speed" not in shown and shown == figures
+
+
 # ----------------------------------------------------------------------------------------------------------
 # the cards, the report's line, the status file
 
@@ -304,12 +316,12 @@ def test_the_status_file_keeps_the_speed_beside_the_verdict_and_reads_old_entrie
     assert status.describe(133) == "passed (3/3)"
     clause = speed.judge(BAR, calls_at(900.0), OK, watched_at(900.0), WORK, CEILING, 350.0)
     status.record(SimpleNamespace(exercise_id=131, verdict="passed", passed=5, total=5, label="x.py", seed=0,
-                                  tampered=[], ok=True, bench={"speed": clause}))
+                                  tampered=[], ok=True, bench={"speed": clause}, device="cuda"))
     kept = json.loads((tmp_path / "status.json").read_text())
     assert kept["131"]["speed"] == {"verdict": speed.SLOW, "bar": clause["bar"], "yours": clause["yours"],
                                     "library": clause["library"]}
     assert kept["133"] == old
     assert status.describe(131) == "passed (5/5); speed too slow"
     status.record(SimpleNamespace(exercise_id=131, verdict="passed", passed=5, total=5, label="x.py", seed=0,
-                                  tampered=[], ok=True, bench=None))             # no --bench: no speed
+                                  tampered=[], ok=True, bench=None, device="cuda"))  # no --bench: no speed
     assert "speed" not in json.loads((tmp_path / "status.json").read_text())["131"]

@@ -57,6 +57,7 @@ from .kernel_harness import (
     stored_elements,
     time_us,
     to_device,
+    unjudged,
     where,
     wild_writes,
     written_outside_the_kernel,
@@ -255,7 +256,7 @@ def bench_report(figures: dict, device: str) -> dict:
     """In the parent, after every child exited: the library's kernel on the same shapes, in TFLOP/s (prefill
     is bound by arithmetic, so the fraction of the copy bandwidth says little here)."""
     if device != "cuda" or "skipped" in figures or "error" in figures:
-        return figures
+        return unjudged(figures)
     fn = library_kernel()
     out = {"device": figures["device"], "times": "do_bench medians, L2 flushed, launch included; the library "
            "through its unchecked launcher; TFLOP/s count each causal (query, key) pair once"}
