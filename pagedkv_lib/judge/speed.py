@@ -84,7 +84,8 @@ def check_calls(calls, verified: list, windows=None, wanted: int = CALLS) -> str
     times = [c.get("us") for c in calls]
     if any(type(t) not in (int, float) or not math.isfinite(t) or t <= 0 for t in times):
         return f"expected a positive time per call, got {times}"
-    if not isinstance(windows, list) or len(windows) != wanted:
+    if (not isinstance(windows, list) or len(windows) != wanted
+            or any(type(w) is not float or not math.isfinite(w) for w in windows)):
         got = len(windows) if isinstance(windows, list) else windows
         return (f"the judge watched {got} timed calls, expected {wanted} (each call between two marks on the "
                 "judge's channel)")

@@ -74,7 +74,7 @@ def test_calls_the_parent_cannot_verify_are_not_trusted(calls, verified, words):
     assert speed.verdict(clause, passed=True) == speed.UNTRUSTED
 
 
-@pytest.mark.parametrize("windows", [None, [], watched_at(500.0, n=9), "windows"])
+@pytest.mark.parametrize("windows", [None, [], watched_at(500.0, n=9), "windows", ["1"] * speed.CALLS])
 def test_calls_the_parent_did_not_watch_are_not_trusted(windows):
     clause = speed.judge(BAR, calls_at(500.0), OK, windows, WORK, CEILING, 350.0)
     assert clause["verdict"] == speed.UNTRUSTED and "the judge watched" in clause["why"]
