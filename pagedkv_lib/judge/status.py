@@ -68,13 +68,12 @@ def record(result, source: str = "file") -> None:
         if source == "notebook" and (result.verdict == NOT_IMPLEMENTED or
                                      (old.get("verdict") == PASSED and not result.ok)):
             return
-        kept = {"verdict": result.verdict, "passed": result.passed, "total": result.total,
-                "file": result.label, "seed": result.seed, "when": time.strftime("%Y-%m-%d %H:%M:%S"),
-                "source": source}
+        data[str(result.exercise_id)] = {"verdict": result.verdict, "passed": result.passed,
+                                         "total": result.total, "file": result.label, "seed": result.seed,
+                                         "when": time.strftime("%Y-%m-%d %H:%M:%S"), "source": source}
         measured = speed.status_entry((getattr(result, "bench", None) or {}).get("speed"), result.ok)
-        if measured is not None and result.device == "cuda":
-            kept["speed"] = measured
-        data[str(result.exercise_id)] = kept
+        if measured is not None and result.device == "cuda":            # beside the verdict it goes with
+            data[str(result.exercise_id)]["speed"] = measured
         _write(data)
 
 
