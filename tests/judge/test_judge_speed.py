@@ -325,3 +325,6 @@ def test_the_status_file_keeps_the_speed_beside_the_verdict_and_reads_old_entrie
     status.record(SimpleNamespace(exercise_id=131, verdict="passed", passed=5, total=5, label="x.py", seed=0,
                                   tampered=[], ok=True, bench=None, device="cuda"))  # no --bench: no speed
     assert "speed" not in json.loads((tmp_path / "status.json").read_text())["131"]
+    status.record(SimpleNamespace(exercise_id=131, verdict="passed", passed=5, total=5, label="x.py", seed=0,
+                                  tampered=[], ok=True, bench={"speed": clause}, device="cpu"))
+    assert "speed" not in json.loads((tmp_path / "status.json").read_text())["131"]     # none on a CPU
