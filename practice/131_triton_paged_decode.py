@@ -1,6 +1,6 @@
 """Exercise 131 (hard): paged decode attention in Triton. Notebook 11, "Triton: paged decode attention".
 Grade: python practice/judge.py 131                          (Triton's interpreter on the CPU, small shapes)
-       python practice/judge.py 131 --device cuda --bench     (natively on a GPU, larger shapes, GB/s)
+       python practice/judge.py 131 --device cuda --bench     (natively on a GPU: GB/s, the speed bar)
 
 Exercise 125's contract, written as a Triton kernel and its launcher, flash-decoding style: a program owns
 one sequence and one KV head, so it reads each K/V tile once for the whole group of G query heads that share

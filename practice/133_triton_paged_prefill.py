@@ -1,6 +1,6 @@
 """Exercise 133 (hard): paged prefill attention in Triton. Notebook 12, "Triton: paged prefill attention".
 Grade: python practice/judge.py 133                          (Triton's interpreter on the CPU, small shapes)
-       python practice/judge.py 133 --device cuda --bench     (natively on a GPU, larger shapes, TFLOP/s)
+       python practice/judge.py 133 --device cuda --bench     (natively on a GPU: TFLOP/s, the speed bar)
 
 Exercise 126's contract, written as a Triton kernel and its launcher. One step of a batch that mixes decodes
 (q_len 1), full prefills and chunks of prefills: sequence b owns the query rows

@@ -21,12 +21,15 @@ How a grading run goes, module by module (cli.py -> grading.grade):
 - outcome.py       verdicts and the one error record, `Outcome`; report.py prints text, JSON or CSV;
                    status.py keeps the learner's verdicts; notebook.py grades a notebook's code
                    and shows a reference once passed
+- speed.py         a kernel exercise's speed bar (its card's `speed`) and the verdict of a --bench run on
+                   a GPU against it, from timed calls the parent checked (cases/kernel_harness.py)
 
 Adding an exercise (e.g. 130):
 1. solutions/130_<slug>.py: the reference solution, its contract in the docstrings, each answer between
    `# BEGIN SOLUTION` / `# END SOLUTION`; `python -m pagedkv_lib.judge.stubs 130` then writes the stub.
 2. cases/exercises.py: its card (title, notebook, oracle = graded name -> "module:attr" of the library object
-   its cases compare with, forbidden library objects, limits, devices, triton, the reference to show).
+   its cases compare with, forbidden library objects, limits, devices, triton, the reference to show, a
+   kernel's speed bar).
 3. cases/ex130.py: build(seed, device) -> [Case] (it may depend on nothing else; it runs in the judge, which
    hands the cases to the child), run(ns, case) -> observation, check(case, expected, got) -> Outcome;
    optionally bench and bench_report for --bench. What the child runs (run, bench) may not import the

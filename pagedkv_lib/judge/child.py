@@ -20,7 +20,7 @@ from dataclasses import replace
 
 from . import guards, isolation, registry
 from .outcome import NOT_IMPLEMENTED, RUNTIME_ERROR, ForbiddenCall, Outcome
-from .protocol import CaseDone, Channel, Done, Job, Loaded, Ready, Refused, receive_cases
+from .protocol import CaseDone, Channel, Done, Job, Loaded, Mark, Ready, Refused, receive_cases
 from .registry import SOLUTIONS_DIR, resolve
 
 
@@ -68,7 +68,8 @@ def serve(job: Job, channel: Channel, cases=None, namespace=None, sandbox=None) 
     figures = None
     if job.bench and hasattr(module, "bench"):
         try:
-            figures = module.bench(ns, job.device)
+            marks = {"mark": lambda index: channel.send(Mark(index))} if exercise.speed else {}  # speed.py
+            figures = module.bench(ns, job.device, **marks)
         except BaseException as exc:
             figures = {"error": Outcome.of_exception(exc, files).message}
     channel.send(Done(figures))

@@ -6,6 +6,8 @@ a fork inherits it), JSON lines back on a pipe, one object per message:
     {"type": "case", "index": 3, "time_s": 0.01, "observation": ..., "error": null | O,
      "fresh_child": false}                     case 3's result; true: the next case needs a fresh child
     {"type": "refused", "action": "..."}       a guard refused something: that is the verdict
+    {"type": "mark", "index": 6}               the benchmark's timed call 3 begins (even) or ended (odd): the
+                                               parent reads its own clock (speed.py)
     {"type": "done", "figures": null | {...}}  every case ran (and the benchmark, if asked for, gave figures)
 
 The cases go the other way, to a sandboxed child only, pickled (`send_cases`, `receive_cases`): torch's
@@ -89,11 +91,17 @@ class Refused:
 
 
 @dataclass(frozen=True)
+class Mark:
+    index: int                        # 2 i: timed call i begins; 2 i + 1: it ended (the device synchronised)
+
+
+@dataclass(frozen=True)
 class Done:
     figures: dict | None = None       # the benchmark's, when one was asked for
 
 
-MESSAGES = {"ready": Ready, "loaded": Loaded, "case": CaseDone, "refused": Refused, "done": Done}
+MESSAGES = {"ready": Ready, "loaded": Loaded, "case": CaseDone, "refused": Refused, "mark": Mark,
+            "done": Done}
 _NAMES = {cls: name for name, cls in MESSAGES.items()}
 
 

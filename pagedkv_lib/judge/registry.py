@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .cases.exercises import CARDS
+from .speed import SpeedBar
 
 ROOT = Path(__file__).resolve().parents[2]          # the repository: practice/, solutions/, notebooks/
 PRACTICE_DIR = ROOT / "practice"
@@ -35,6 +36,7 @@ class Exercise:
     devices: tuple = ("cpu",)         # case sets: cases.exNNN.build(seed, device) for each of these
     triton: bool = False              # a Triton exercise: the interpreter on "cpu", native on "cuda"
     reference: tuple = ()             # "module:attr" that show_reference prints once passed (default: oracle)
+    speed: SpeedBar | None = None     # the bar of its --bench on a GPU (speed.py), for a kernel exercise
 
     def __post_init__(self):
         shown_only = sorted(set(self.statement) - set(self.forbidden))
@@ -68,7 +70,14 @@ def resolve(target: str):
     return getattr(importlib.import_module(module), attr)
 
 
-EXERCISES: dict[int, Exercise] = {card["id"]: Exercise(**card) for card in CARDS}
+def _exercise(card: dict) -> Exercise:
+    """A card's Exercise; its `speed` (shape, ceiling, fraction) as a SpeedBar."""
+    if "speed" in card:
+        card = dict(card, speed=SpeedBar(*card["speed"]))
+    return Exercise(**card)
+
+
+EXERCISES: dict[int, Exercise] = {card["id"]: _exercise(card) for card in CARDS}
 
 
 def get(exercise_id) -> Exercise:

@@ -23,6 +23,7 @@ import io
 import math
 import re
 
+from . import registry, speed
 from .cases import checked_elsewhere
 from .cases.compare import show
 from .outcome import CODES, PASSED, clip, not_graded
@@ -70,9 +71,10 @@ def text(result, verbose: bool = False, timing: bool = True) -> str:
             lines += ["", *_failure(first, failure.outcome, failure.show)]
     lines += _printed(result, verbose)
     if result.bench:
-        lines += ["", "Benchmark:"] + [f"  {k}: {show(v)}" for k, v in result.bench.items()]
+        lines += ["", "Benchmark:"] + [f"  {k}: {show(v)}" for k, v in result.bench.items() if k != "speed"]
     lines += ["", summary(result, timing)]
-    return "\n".join(lines)
+    said = speed.line(registry.EXERCISES.get(result.exercise_id), result)   # beside the verdict
+    return "\n".join(lines if said is None else [*lines, said])
 
 
 def _printed(result, verbose: bool) -> list:

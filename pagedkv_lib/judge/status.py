@@ -7,7 +7,10 @@ a temporary file of its own, so that no update is lost and no reader sees half a
 for LOCK_S at most (a process that holds it forever cannot hang the judge: that verdict is then not kept).
 
     {"127": {"verdict": "passed", "passed": 19, "total": 19, "file": "practice/127_....py", "seed": 0,
-             "when": "2026-11-30 20:15:00", "source": "file" | "notebook"}, ...}
+             "when": "2026-11-30 20:15:00", "source": "file" | "notebook",
+             "speed": {"verdict": "fast enough", "yours": 0.62, "library": 0.97, "bar": "..."}}, ...}
+"speed" (speed.py) is there only for a run that measured it (--device cuda --bench, an exercise with a
+speed bar); a file written before it existed reads the same.
 """
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from . import speed
 from .outcome import JUDGE_ERROR, NOT_IMPLEMENTED, PASSED, SKIPPED, TAMPERING, VERDICTS
 from .registry import PRACTICE_DIR
 
@@ -70,6 +74,9 @@ def record(result, source: str = "file") -> None:
         data[str(result.exercise_id)] = {"verdict": result.verdict, "passed": result.passed,
                                          "total": result.total, "file": result.label, "seed": result.seed,
                                          "when": time.strftime("%Y-%m-%d %H:%M:%S"), "source": source}
+        measured = speed.status_entry((getattr(result, "bench", None) or {}).get("speed"), result.ok)
+        if measured is not None and result.device == "cuda":            # beside the verdict it goes with
+            data[str(result.exercise_id)]["speed"] = measured
         _write(data)
 
 
@@ -110,4 +117,6 @@ def describe(exercise_id: int) -> str:
     found = entry(exercise_id) or {"verdict": "not graded yet"}
     counts = f" ({found['passed']}/{found['total']})" if "passed" in found else ""
     unknown = " (the status entry does not validate)" if found["verdict"] == UNKNOWN else ""
-    return found["verdict"] + (unknown or counts)
+    kept = found.get("speed")
+    fast = f"; speed {kept['verdict']}" if speed.valid_entry(kept) else ""
+    return found["verdict"] + (unknown or counts) + fast

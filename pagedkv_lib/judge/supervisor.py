@@ -2,7 +2,9 @@
 ended, and reap it (no zombie, whatever the submission did). What it saw, it reports as a `Seen` (the cases
 finished, what was printed, how the child ended, where a new child goes on); grading.py builds the Result.
 Its messages move it through phases, each with a limit:
-starting --ready--> loading --loaded--> cases (0, 1, ...) --> (bench) --done--> done.
+starting --ready--> loading --loaded--> cases (0, 1, ...) --> (bench, its marks) --done--> done.
+In the benchmark each Mark is read on the parent's clock (`Seen.marks`): speed.py's window around each timed
+call, written into the figures when they arrive.
 
 Time is CPU time, as contest judges measure it: the parent reads the child's CPU seconds itself, from /proc,
 summed over the child's process tree (a sandbox's tree under bwrap; a fork itself), and a phase (loading,
@@ -35,7 +37,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from . import isolation, registry
+from . import isolation, registry, speed
 from .outcome import MEMORY_HINT, MEMORY_LIMIT, RUNTIME_ERROR, SKIPPED, TIME_LIMIT, Outcome, judge_error
 from .protocol import (
     MAX_RESULT_BYTES,
@@ -44,6 +46,7 @@ from .protocol import (
     Job,
     LineReader,
     Loaded,
+    Mark,
     ProtocolError,
     Ready,
     Refused,
@@ -63,7 +66,8 @@ READ_BYTES = 1 << 16                 # one read from a pipe
 DRAIN_BYTES = 1 << 20                # read at most this much from one channel before the clock is looked at
 RESCAN_S = 1.0                       # how often the child's process tree is looked for new members
 REAP_S = 30.0                        # a killed child not gone by then is left (in a kernel wait), unsignalled
-_PHASES = {Ready: ("starting",), Loaded: ("loading",), CaseDone: ("cases",), Done: ("cases", "bench")}
+_PHASES = {Ready: ("starting",), Loaded: ("loading",), CaseDone: ("cases",), Mark: ("bench",),
+           Done: ("cases", "bench")}
 _LIMIT_S = {"loading": "import_limit_s", "cases": "time_limit_s", "bench": "bench_limit_s"}
 _LATE = {"loading": "loading (importing) the file used more than {import_limit_s:g} s of CPU",
          "bench": "the benchmark used more than {bench_limit_s:g} s of CPU",
@@ -124,6 +128,7 @@ class Seen:
     wall_end: float = 0.0                           # the file's wall clock ends: loading plus all cases
     restart: int | None = None                      # the case a new child starts from, if one does
     fresh: bool = False                             # ... because the child asked for one (not a crash)
+    marks: list = field(default_factory=list)       # the parent's clock at each Mark of the benchmark
 
 
 class Supervisor:
@@ -241,6 +246,11 @@ class Supervisor:
             return
         if self.phase not in _PHASES[type(message)] or (isinstance(message, Done) and self.next < self.total):
             raise ProtocolError(f"{type(message).__name__} while {self.phase} (case {self.next})")
+        if isinstance(message, Mark):                 # a timed call begins or ends: the parent's own clock
+            if message.index != len(seen.marks):
+                raise ProtocolError(f"mark {message.index}, expected {len(seen.marks)}")
+            seen.marks.append(now)
+            return
         cpu = self._cpu()
         if isinstance(message, Ready):                # the submission's own clock starts now
             if message.cases != self.total:           # a sandboxed child gets the judge's own cases
@@ -257,7 +267,7 @@ class Supervisor:
                 self._begin("done", now, cpu)
                 return
         if isinstance(message, Done):
-            seen.bench = message.figures
+            seen.bench = speed.watched(message.figures, seen.marks)
             self._begin("done", now, cpu)
             return
         if isinstance(message, CaseDone):

@@ -6,7 +6,9 @@ A case module defines
                                             returns what can be observed, through `observe`; it runs in the
                                             child for the submission and in the parent for the oracle
     check(case, expected, got) -> Outcome   compares two observations; a hint names the usual mistake
-    bench(ns, device) -> dict   (optional)  figures printed by `judge.py ID --bench`
+    bench(ns, device) -> dict   (optional)  figures printed by `judge.py ID --bench`; with a speed bar in
+                                            the card, bench(ns, device, mark=): `mark(i)` has the parent
+                                            read its clock (kernel_harness.timed_calls)
 build and check run in the judge's process only (a sandboxed child gets the cases from it, and its file tree
 lacks the library's answer: judge/harness.py), run and bench in the child too.
 Exceptions raised by submitted code inside `run` give the case its verdict (runtime error, not implemented,

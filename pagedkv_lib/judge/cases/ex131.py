@@ -194,26 +194,37 @@ GARBAGE_IN_A_KERNEL = GARBAGE + (". In a kernel: mask the K/V loads, and the blo
 BENCH = {f"B={B} x 4096 tokens": B for B in (1, 8, 64)}
 
 
-def bench(ns, device: str) -> dict:
+def bench(ns, device: str, mark=None) -> dict:
     """Decode of B sequences of 4096 tokens, bf16, H = 32, H_kv = 8, D = 128, block size 16."""
-    return bench_submission(ns, device, sys.modules[__name__], 131)
+    return bench_submission(ns, device, sys.modules[__name__], 131, mark)
 
 
 def bench_report(figures: dict, device: str) -> dict:
-    return _bench_report(figures, device, sys.modules[__name__])
+    return _bench_report(figures, device, sys.modules[__name__], 131)
 
 
-def bench_inputs(label: str, device: str = "cuda", L: int = 4096):
-    """(arguments, bytes moved) of one benchmark shape, the same in every process (seeded on the GPU)."""
+def bench_inputs(label: str, device: str = "cuda", L: int = 4096, seed: int | None = None):
+    """(arguments, bytes moved) of one benchmark shape, the same in every process for one seed (default B;
+    drawn on the device)."""
     B, H, H_kv, D, S = BENCH[label], 32, 8, 128, 16
     M = L // S
-    gen = torch.Generator(device=device).manual_seed(B)
+    gen = torch.Generator(device=device).manual_seed(B if seed is None else seed)
     q = torch.randn(B, H, D, device=device, generator=gen).bfloat16()                      # [B, H, D]
     k_cache = torch.randn(B * M, S, H_kv, D, device=device, generator=gen).bfloat16()      # [N, S, H_kv, D]
     v_cache = torch.randn(B * M, S, H_kv, D, device=device, generator=gen).bfloat16()
     tables = torch.randperm(B * M, device=device, generator=gen).view(B, M).to(torch.int32)  # [B, M]
     lens = torch.full((B,), L, dtype=torch.int32, device=device)                           # [B]
-    return (q, k_cache, v_cache, tables, lens, D**-0.5), 2 * B * L * H_kv * D * 2 + 2 * B * H * D * 2
+    return (q, k_cache, v_cache, tables, lens, D**-0.5), bytes_moved(B, L, H, H_kv, D)
+
+
+def work(label: str) -> int:
+    """Bytes one call moves on a benchmark shape (speed.py's bar: against the copy bandwidth)."""
+    return bytes_moved(BENCH[label])
+
+
+def bytes_moved(B: int, L: int = 4096, H: int = 32, H_kv: int = 8, D: int = 128) -> int:
+    """K and V read once, q read and out written, bf16."""
+    return 2 * B * L * H_kv * D * 2 + 2 * B * H * D * 2
 
 
 def bench_correct(fn, args) -> bool:

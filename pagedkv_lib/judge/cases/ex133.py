@@ -53,9 +53,11 @@ from .kernel_harness import (
     loaded,
     not_launched,
     random_attention_options,
+    speed_clause,
     stored_elements,
     time_us,
     to_device,
+    unjudged,
     where,
     wild_writes,
     written_outside_the_kernel,
@@ -184,18 +186,19 @@ BENCH = {"cold 4 x 2048": ([2048] * 4, [2048] * 4), "chunked 8 x (2048 + 512)": 
          "decode rows beside prefills": ([2048, 1024] + [4096] * 32, [2048, 1024] + [1] * 32)}
 
 
-def bench(ns, device: str) -> dict:
+def bench(ns, device: str, mark=None) -> dict:
     """Prefill batches, bf16, H = 32, H_kv = 8, D = 128, block size 16."""
-    return bench_submission(ns, device, sys.modules[__name__], 133)
+    return bench_submission(ns, device, sys.modules[__name__], 133, mark)
 
 
-def bench_inputs(label: str, device: str = "cuda", scale_down: int = 1):
-    """(arguments, bytes moved) of one benchmark shape, the same in every process (seeded on the GPU)."""
+def bench_inputs(label: str, device: str = "cuda", scale_down: int = 1, seed: int | None = None):
+    """(arguments, bytes moved) of one benchmark shape, the same in every process for one seed (default: the
+    label's length; drawn on the device)."""
     seq_lens, q_lens = ([max(1, n // scale_down) for n in v] for v in BENCH[label])
     H, H_kv, D, S = 32, 8, 128, 16
     M = -(-max(seq_lens) // S)
     B, T = len(seq_lens), sum(q_lens)
-    gen = torch.Generator(device=device).manual_seed(len(label))
+    gen = torch.Generator(device=device).manual_seed(len(label) if seed is None else seed)
     q = torch.randn(T, H, D, device=device, generator=gen).bfloat16()                      # [T, H, D]
     k_cache = torch.randn(B * M, S, H_kv, D, device=device, generator=gen).bfloat16()      # [N, S, H_kv, D]
     v_cache = torch.randn(B * M, S, H_kv, D, device=device, generator=gen).bfloat16()
@@ -205,6 +208,11 @@ def bench_inputs(label: str, device: str = "cuda", scale_down: int = 1):
     out = torch.empty_like(q)                                                               # [T, H, D]
     nbytes = 2 * sum(seq_lens) * H_kv * D * 2 + 2 * T * H * D * 2
     return (q, k_cache, v_cache, tables, lens, cu, D**-0.5, out), nbytes
+
+
+def work(label: str) -> int:
+    """FLOPs of one call on a benchmark shape (speed.py's bar: against the bf16 matmul rate)."""
+    return flops(label)
 
 
 def flops(label: str) -> int:
@@ -248,7 +256,7 @@ def bench_report(figures: dict, device: str) -> dict:
     """In the parent, after every child exited: the library's kernel on the same shapes, in TFLOP/s (prefill
     is bound by arithmetic, so the fraction of the copy bandwidth says little here)."""
     if device != "cuda" or "skipped" in figures or "error" in figures:
-        return figures
+        return unjudged(figures)
     fn = library_kernel()
     out = {"device": figures["device"], "times": "do_bench medians, L2 flushed, launch included; the library "
            "through its unchecked launcher; TFLOP/s count each causal (query, key) pair once"}
@@ -264,4 +272,5 @@ def bench_report(figures: dict, device: str) -> dict:
                       f"{lib:.0f} us = {work / lib / 1e6:.0f} TFLOP/s; yours/library time "
                       f"{mine['us'] / lib:.2f}; correct: {mine['correct']}")
         del args
+    out["speed"] = speed_clause(figures, sys.modules[__name__], 133, fn)
     return out

@@ -3,8 +3,10 @@
 card(id, slug, title, difficulty, notebook, oracle, **more): `notebook` is "NN title" of the notebook that
 teaches it; `oracle` maps each graded name to the "module:attr" of the library object its cases compare with;
 `more` are the other fields of registry.Exercise (forbidden library objects, limits, devices, the reference
-that show_reference prints). `closed`: more library modules that could do the graded work, never in the
-exercise's sandbox (judge/harness.py; the modules of the oracle and the forbidden objects never are either).
+that show_reference prints, the `speed` bar of a kernel's --bench on a GPU: (benchmark shape, "copy" or
+"matmul", the fraction of that ceiling the learner's kernel must reach; judge/speed.py)). `closed`: more
+library modules that could do the graded work, never in the exercise's sandbox (judge/harness.py; the
+modules of the oracle and the forbidden objects never are either).
 Plain data: the registry makes the Exercise objects.
 """
 from __future__ import annotations
@@ -81,6 +83,7 @@ CARDS = (
                     "pagedkv_lib.kernels.triton_decode_merge:reduce_splits"),
          closed=tuple(m for m in _ATTENTION_KERNELS if m != _KD),
          time_limit_s=20.0, devices=("cpu", "cuda"), triton=True,
+         speed=("B=64 x 4096 tokens", "copy", 0.5),      # decode streams the cache: half the copy rate
          reference=(f"{_KD}:paged_decode_kernel", f"{_KD}:chunked_decode_kernel",   # the answer, the tuned
                     f"{_KD}:paged_attention_decode_triton")),
     card(132, "scheduler_step", "Scheduler with preemption", "hard", "14 Capstone: a mini engine",
@@ -95,6 +98,7 @@ CARDS = (
                                              "_prefill_attention_kernel"))),
          closed=tuple(m for m in _ATTENTION_KERNELS if m != _KP),
          time_limit_s=30.0, devices=("cpu", "cuda"), triton=True,
+         speed=("cold 4 x 2048", "matmul", 0.25),        # prefill is arithmetic: a quarter of the matmul rate
          reference=(f"{_KP}:_prefill_attention_kernel", f"{_KP}:paged_attention_varlen_triton")),
     card(134, "fp8_kv_cache", "FP8 KV cache", "medium", "13 FP8 KV cache",
          {"store_kvcache_fp8": "pagedkv_lib.core.store_kvcache:store_kvcache",

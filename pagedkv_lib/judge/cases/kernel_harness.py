@@ -11,7 +11,10 @@ submission's kernels in Triton's interpreter, "cuda" natively, whatever mode @tr
 Benchmark: the child times the submission (`bench_submission`); the parent, once every child has exited,
 times the library's kernel on the same inputs and writes the report (`bench_report`). A case module that
 has a benchmark defines NAME, BENCH (label -> shape), bench_inputs(label, device), bench_correct(fn, args)
-and library_kernel().
+and library_kernel(). An exercise whose card has a speed bar (judge/speed.py) also defines work(label) (bytes
+or FLOPs of one call) and bench_inputs(..., seed=): the child times each call on the bar's shape separately,
+on fresh inputs (`timed_calls`, with the timer's functions taken before the submission was imported), and
+the parent checks those calls and measures the ceiling itself (`speed_clause`).
 Launches: each contract says the work is done by a Triton kernel launched by the graded function, so `call`
 counts the launches during the call (the oracle, PyTorch, launches none and is not counted) and the check
 turns a count of 0 into a wrong answer (`not_launched`).
@@ -27,13 +30,17 @@ and no kernel stored into a wrong answer. A GPU's stores cannot be traced: there
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
+import math
 import os
+import statistics
 import sys
 
 import numpy as np
 import torch
 
+from pagedkv_lib.judge import registry, speed
 from pagedkv_lib.judge.cases.attention_cases import GARBAGE, NAN_EVERYWHERE, RECIPE, TOLERANCE
 from pagedkv_lib.judge.cases.compare import show
 from pagedkv_lib.judge.outcome import Outcome, wrong
@@ -401,8 +408,10 @@ def rows_m_apart(a: dict, out: torch.Tensor) -> bool:
 # ----------------------------------------------------------------------------------------------------------
 # the benchmark
 
-def bench_submission(ns, device: str, module, exercise_id: int) -> dict:
-    """In the child: the submission's median time and correctness per shape of `module.BENCH` (plain data)."""
+def bench_submission(ns, device: str, module, exercise_id: int, mark=None) -> dict:
+    """In the child: the submission's median time and correctness per shape of `module.BENCH` (plain data);
+    with a speed bar, its separately timed calls on the bar's shape ("speed": {"calls": [...]}), each
+    between two `mark(index)` (the child's Mark messages)."""
     if device != "cuda":
         return {"skipped": NEEDS_GPU.format(id=exercise_id)}
     use_device(ns, [module.NAME], "cuda")
@@ -413,14 +422,20 @@ def bench_submission(ns, device: str, module, exercise_id: int) -> dict:
         figures[label] = {"us": time_us(lambda args=args: ns[module.NAME](*args)), "bytes": nbytes,
                           "correct": bool(correct)}
         del args
+    bar = registry.get(exercise_id).speed
+    if bar is not None:
+        inputs = functools.partial(module.bench_inputs, bar.shape)
+        calls = timed_calls(ns[module.NAME], inputs, fresh_seeds(speed.CALLS), mark=mark)
+        figures["speed"] = {"calls": calls}
     return figures
 
 
-def bench_report(figures: dict, device: str, module) -> dict:
+def bench_report(figures: dict, device: str, module, exercise_id: int | None = None) -> dict:
     """In the parent, after every child exited: the library's kernel timed on the same shapes, and the lines
-    `judge.py ID --bench` prints (yours against the library's and the copy bandwidth)."""
+    `judge.py ID --bench` prints (yours against the library's and the copy bandwidth); with a speed bar,
+    the speed clause ("speed", `speed_clause`)."""
     if device != "cuda" or "skipped" in figures or "error" in figures:
-        return figures
+        return unjudged(figures)
     copy_gbs, fn = float(figures["copy_gbs"]), module.library_kernel()
     out = {"device": figures["device"], "copy": f"{copy_gbs:.0f} GB/s (read + write); times: do_bench "
            "medians, L2 flushed, launch included; the library through its unchecked launcher"}
@@ -436,7 +451,16 @@ def bench_report(figures: dict, device: str, module) -> dict:
                       f"{lib:.1f} us = {lib_gbs / copy_gbs:.0%}; yours/library time {mine['us'] / lib:.2f}; "
                       f"correct: {mine['correct']}")
         del args
+    clause = None if exercise_id is None else speed_clause(figures, module, exercise_id, fn)
+    if clause is not None:
+        out["speed"] = clause
     return out
+
+
+def unjudged(figures: dict) -> dict:
+    """The child's figures as the report shows them when no speed was judged: without "speed", a clause
+    only the parent writes (`speed_clause`), whatever the child put there."""
+    return {k: v for k, v in figures.items() if k != "speed"}
 
 
 def time_us(fn) -> float:
@@ -450,3 +474,105 @@ def copy_bandwidth(nbytes: int = 2**30) -> float:
     """GB/s of a device-to-device copy, counting bytes read + written: the ceiling for both kernels."""
     src, dst = torch.randn(nbytes // 4, device="cuda"), torch.empty(nbytes // 4, device="cuda")  # 1 GiB
     return 2 * nbytes / (time_us(lambda: dst.copy_(src)) * 1e-6) / 1e9
+
+
+# ----------------------------------------------------------------------------------------------------------
+# the speed bar: each call timed on its own inputs in the child, checked and judged in the parent
+
+_TIMER = {  # taken when the case module is imported, before the submission is: patching torch later changes
+            # none of them (the parent's window and speed.py's PLAUSIBLE bound catch a timer fooled otherwise)
+    "Event": torch.cuda.Event, "record": torch.cuda.Event.record, "elapsed": torch.cuda.Event.elapsed_time,
+    "synchronize": torch.cuda.synchronize, "stream": torch.cuda.current_stream, "urandom": os.urandom,
+    "Tensor": torch.Tensor, "matmul": torch.matmul, "no_torch_function": torch._C.DisableTorchFunction,
+}
+L2_FLUSH_BYTES = 256 * 2**20     # written before each timed call: more than any GPU's L2
+
+
+def fresh_seeds(n: int) -> list:
+    """`n` seeds drawn from the OS's randomness now, one for each timed call's inputs."""
+    return [int.from_bytes(_TIMER["urandom"](6), "little") for _ in range(n)]     # below speed.SEEDS
+
+
+def timed_calls(fn, make_inputs, seeds: list, device: str = "cuda", mark=None) -> list:
+    """One call of fn per seed s, on fresh inputs make_inputs(device=device, seed=s)[0], the L2 flushed
+    before it, timed alone between two CUDA events on the current stream, and between mark(2 i) and
+    mark(2 i + 1) (sent to the parent, which reads its own clock; after the device synchronised, so work on
+    another stream falls inside); per call {"seed", "us", "sketch"} (`sketch` of that call's output, which
+    the parent checks)."""
+    flush = torch.empty(L2_FLUSH_BYTES // 4, device=device)                    # [L2_FLUSH_BYTES / 4]
+    calls = []
+    for i, seed in enumerate(seeds):
+        args, _ = make_inputs(device=device, seed=seed)
+        stream = _TIMER["stream"]()
+        start, end = _TIMER["Event"](enable_timing=True), _TIMER["Event"](enable_timing=True)
+        flush.zero_()
+        _TIMER["synchronize"]()
+        if mark is not None:
+            mark(2 * i)
+        _TIMER["record"](start, stream)
+        out = fn(*args)
+        _TIMER["record"](end, stream)
+        _TIMER["synchronize"]()                        # every stream: work launched on another one too
+        if mark is not None:
+            mark(2 * i + 1)
+        calls.append({"seed": seed, "us": 1e3 * _TIMER["elapsed"](start, end), "sketch": sketch(out, seed)})
+        del args, out
+    return calls
+
+
+def sketch(out, seed: int) -> list:
+    """64 numbers that stand for an output: R @ out.view(rows, -1) @ W for random R [8, rows], W [cols, 8]
+    drawn from `seed` on out's device (torch's own functions taken before the submission was imported; a
+    subclass of Tensor, whose methods it could define, is refused); [] for anything else, or a sketch that
+    is not finite (a wrong output: it matches no library's)."""
+    if type(out) is not _TIMER["Tensor"] or out.dim() < 1 or out.numel() == 0:
+        return []
+    with _TIMER["no_torch_function"]():
+        x = out.reshape(out.shape[0], -1).float()                                # [rows, cols]
+        gen = torch.Generator(device=out.device).manual_seed(seed)
+        left = torch.randn(8, x.shape[0], device=out.device, generator=gen)      # [8, rows]
+        right = torch.randn(x.shape[1], 8, device=out.device, generator=gen)     # [cols, 8]
+        projected = _TIMER["matmul"](_TIMER["matmul"](left, x), right)           # [8, 8]
+        values = [float(v) for v in projected.flatten().tolist()]
+    return values if all(math.isfinite(v) for v in values) else []    # NaN is no figure the protocol sends
+
+
+def same_sketch(got, expected: list) -> bool:
+    """Whether the child's sketch of a timed output is the library's, within speed.SKETCH_TOLERANCE."""
+    if not isinstance(got, list) or len(got) != len(expected) or not expected:
+        return False
+    if any(type(g) not in (int, float) or not math.isfinite(g) for g in got):
+        return False
+    diff = sum((float(g) - e) ** 2 for g, e in zip(got, expected)) ** 0.5
+    norm = sum(e * e for e in expected) ** 0.5
+    return diff <= speed.SKETCH_TOLERANCE * norm
+
+
+def speed_clause(figures: dict, module, exercise_id: int, fn, device: str = "cuda",
+                 ceiling_rate: float | None = None) -> dict | None:
+    """In the parent: the speed clause of one run (speed.judge), or None without a bar. Each of the child's
+    calls is rebuilt from its seed, the library's kernel `fn` run and timed on the same inputs, the sketches
+    compared; the ceiling (work per microsecond) is measured here unless given."""
+    bar = registry.get(exercise_id).speed
+    if bar is None:
+        return None
+    mine = figures.get("speed")
+    calls = mine.get("calls") if isinstance(mine, dict) else None
+    if not isinstance(calls, list) or not calls:
+        return {"verdict": speed.UNTRUSTED, "bar": str(bar), "why": f"no timed calls: got {show(mine)}"}
+    seeds = [c["seed"] if isinstance(c, dict) and type(c.get("seed")) is int and 0 <= c["seed"] < speed.SEEDS
+             else 0 for c in calls]                     # another seed is refused by speed.check_calls
+    library = timed_calls(fn, functools.partial(module.bench_inputs, bar.shape), seeds[: speed.CALLS], device)
+    verified = [same_sketch(c.get("sketch") if isinstance(c, dict) else None, lib["sketch"])
+                for c, lib in zip(calls, library)]
+    library_us = statistics.median(lib["us"] for lib in library)
+    if ceiling_rate is None:
+        ceiling_rate = copy_bandwidth() * 1e3 if bar.ceiling == "copy" else matmul_rate() * 1e6
+    return speed.judge(bar, calls, verified, mine.get("watched_us"), module.work(bar.shape), ceiling_rate,
+                       library_us)
+
+
+def matmul_rate(n: int = 8192) -> float:
+    """TFLOP/s of a bf16 n x n x n matmul: the ceiling of an arithmetic-bound kernel."""
+    a, b = (torch.randn(n, n, device="cuda").bfloat16() for _ in range(2))               # [n, n] each
+    return 2 * n**3 / (time_us(lambda: a @ b) * 1e-6) / 1e12
