@@ -11,7 +11,7 @@ grows. Tokens at or past the context length are masked, never loaded: the table 
 there, and block -1 lies before the cache (the judge puts NaN guard memory there, and after it). On the CPU
 the judge also records what each launched kernel stores: an element of `out` no kernel stored (computed in
 PyTorch) is a wrong answer.
-Three details of Triton it meets (notebook 11, section 3, explains each):
+Three details of Triton it meets (section 3 of notebook 11 explains each):
 - `tl.store` converts the value to the element type of the pointer it writes through, rounding to nearest
   as `.to()` does: the fp32 tile `acc / l` stored into a bf16 `out` is written as bf16 (an explicit
   `.to(out_ptr.dtype.element_ty)` changes nothing but the reading).
