@@ -127,10 +127,10 @@ print("loads (cpu slot, gpu block):", bm.take_transfers()[1], " tokens not recom
       again.num_cached_tokens, "of", len(again))
 
 # %% [markdown]
-# The first prompt's block 1 was written out first, to CPU slot 0, and its block 0 to slot 1: `cached_prefix` finds
-# block 0 in slot 1 and block 1 in slot 0, and the loads copy each slot into a fresh GPU block. The third
-# block of `again` holds its last tokens, which are computed whatever the tiers hold (a hit covers at most
-# all tokens but the last, and only full blocks).
+# The first prompt's block 1 was written out first, to CPU slot 0, and its block 0 to slot 1:
+# `cached_prefix` finds block 0 in slot 1 and block 1 in slot 0, and the loads copy each slot into a fresh
+# GPU block. The third block of `again` holds its last tokens, which are computed whatever the tiers hold
+# (a hit covers at most all tokens but the last, and only full blocks).
 
 # %% [markdown]
 # ## 3. Who copies, and when a block may be reused
