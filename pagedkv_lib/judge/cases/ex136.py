@@ -28,6 +28,7 @@ Clauses of the contract -> the fixed script that holds each (ex136_data.FIXED):
     dec_lock_ref: ValueError and no change when a node holds no lock      unlock_without_lock_raises,
         (a 0 below a locked node, or above one)                           unlock_finds_a_zero_partway
     match stamps every node of its path, not only the last                match_stamps_its_whole_path
+    a split stamps its upper half (matched), the lower keeps its time     split_stamps_its_upper_half
     arguments are read-only: token_ids and blocks as they were given      inputs_are_read_only
     evictable_size / protected_size: blocks in unlocked / locked nodes    whole_blocks_at_block_size_4
 """
@@ -271,6 +272,9 @@ def _evict_hint(case_name: str, key: str, e: dict, g: dict, leaked: bool) -> str
     if case_name == "fixed/match_stamps_its_whole_path":
         return ("match_prefix stamps every node on its path, not only the node where it ends: the inner "
                 "nodes it passed through were read too")
+    if case_name == "fixed/split_stamps_its_upper_half":
+        return ("the upper half of a split was matched: the call stamps it with the clock; only the lower "
+                "half keeps the old last_access_time")
     if case_name == "fixed/lru_match_refreshes":
         return ("match_prefix stamps last_access_time on every node it matches, so a prefix just matched is "
                 "evicted last")

@@ -53,6 +53,11 @@ FIXED = [  # name, ops
     ("match_stamps_its_whole_path", [
         ("cache", 16, 1), ("insert", [1, 2]), ("match", [1], "u"), ("insert", [5]), ("match", [5], "x"),
         ("lock", "x"), ("match", [1, 2], "c"), ("evict", 1), ("unlock", "x"), ("evict", 1)]),
+    # the match of [1, 2] splits [1..4] (stamped first) and is newer than [9, 10]: the upper half [1, 2], a
+    # leaf once [3, 4] goes, must outlive [9, 10]; a split that kept the old stamp above evicts it first
+    ("split_stamps_its_upper_half", [
+        ("cache", 16, 1), ("insert", [1, 2, 3, 4]), ("insert", [9, 10]), ("match", [1, 2], "u"), ("evict", 1),
+        ("evict", 1), ("evict", 1)]),
     # a 0 below a locked node (e under c, which d's lock holds), then above one (c unlocked under d)
     ("unlock_finds_a_zero_partway", [
         ("cache", 16, 1), ("insert", [1, 2, 3]), ("match", [1, 2], "c"), ("insert", [1, 2, 4]),

@@ -14,6 +14,11 @@ tail read or the -1 padding followed, and a later layer answered with any of an 
 (state kept between calls). Otherwise the hint says what was observed (which sequences and heads, by how
 much) and where notebook 18 teaches the clauses; no hint shows code of the answer.
 
+One case (WATCHED) also counts the numbers the call's tensor operations make (new tensors, not views): an
+up-projection of the cache (H keys or values per context row, all heads at once or one head at a time)
+makes at least H * min(Dn, Dv) per row, and with Dn = Dv = 8 C that is about ten times what the absorbed
+form makes in all.
+
 Clauses of the contract -> the fixed case that holds each:
     RoPE on q's RoPE part only; one shared RoPE key    square_weights (and every case)
     w_uk absorbed as w_uk[h]^T q_nope                  square_weights (Dn = C: a transpose is a wrong number)
@@ -23,12 +28,15 @@ Clauses of the contract -> the fixed case that holds each:
     each layer its own weights, nothing kept           three_layers (and every case of 2+ layers)
     float32 inputs, the output's shape and dtype       float32
     every argument read-only                           every case
+    never up-project the cache (module docstring)      never_up_projected (Dn = Dv = 8 C: what it makes)
 """
 from __future__ import annotations
 
+import contextlib
 import random
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from pagedkv_lib.core.rotary import apply_rope_interleaved
 from pagedkv_lib.judge.cases.compare import close, diff
@@ -49,7 +57,9 @@ FIXED = [  # name, context_lens, block_size, H, C, R, Dn, Dv, options
     ("one_sequence_one_token", [1], 16, 4, 16, 8, 8, 8, {}),
     ("three_layers", [9, 30], 16, 4, 16, 4, 8, 8, {"num_layers": 3}),
     ("float32", [20, 7], 16, 4, 32, 8, 16, 8, {"dtype": "fp32", "num_layers": 2}),
+    ("never_up_projected", [256, 100], 16, 8, 16, 8, 128, 128, {"exact_pool": True}),
 ]
+WATCHED = "fixed/never_up_projected"    # the case whose tensor operations are counted (module docstring)
 CALL = "mla_decode_absorbed(q, kv_cache, block_tables, context_lens, w_uk, w_uv, cos, sin):"
 
 
@@ -93,9 +103,38 @@ def build(seed: int, device: str = "cpu") -> list[Case]:
 def run(ns, case: Case) -> dict:
     a = fresh(case.args)
     fn = ns["mla_decode_absorbed"]
-    outs = [fn(a["q"][l], a["kv_cache"][l], a["block_tables"], a["context_lens"], a["w_uk"][l], a["w_uv"][l],
-               a["cos"], a["sin"]) for l in range(a["q"].shape[0])]
-    return {"out": observe(outs), "inputs": observe([a[k] for k in sorted(a)])}
+    counter = ProducedNumbers()
+    with counter if case.name == WATCHED else contextlib.nullcontext():
+        outs = [fn(a["q"][l], a["kv_cache"][l], a["block_tables"], a["context_lens"], a["w_uk"][l],
+                   a["w_uv"][l], a["cos"], a["sin"]) for l in range(a["q"].shape[0])]
+    return {"out": observe(outs), "inputs": observe([a[k] for k in sorted(a)]), "produced": counter.total}
+
+
+class ProducedNumbers(TorchDispatchMode):
+    """Counts the elements of every new tensor the operations inside it return (a view of an argument, or
+    an operation that writes into one, makes no new numbers)."""
+
+    def __init__(self):
+        super().__init__()
+        self.total = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        result = func(*args, **(kwargs or {}))
+        given = {_storage(v) for v in [*args, *(kwargs or {}).values()] if isinstance(v, torch.Tensor)}
+        for value in result if isinstance(result, (tuple, list)) else [result]:
+            if isinstance(value, torch.Tensor) and _storage(value) not in given:
+                self.total += value.numel()
+        return result
+
+
+def _storage(x: torch.Tensor) -> int:
+    return x.untyped_storage().data_ptr()
+
+
+def up_projection_size(a: dict) -> int:
+    """The numbers an up-projection of every context row makes at the least: H * min(Dn, Dv) per row."""
+    H, Dn, Dv = a["w_uk"].shape[1], a["w_uk"].shape[2], a["w_uv"].shape[2]
+    return int(a["context_lens"].sum()) * H * min(Dn, Dv) * a["q"].shape[0]
 
 
 def check(case: Case, expected: dict, got: dict) -> Outcome:
@@ -109,6 +148,12 @@ def check(case: Case, expected: dict, got: dict) -> Outcome:
             if isinstance(out, torch.Tensor) and out.shape == exp.shape and out.dtype == exp.dtype:
                 outcome.hint = _diagnose(case.args, layer, out, exp, tol)
             return outcome
+    produced, bound = got.get("produced"), up_projection_size(case.args)
+    if case.name == WATCHED and (not isinstance(produced, int) or produced >= bound):
+        return wrong(f"the call's tensor operations made {produced} numbers, at least what up-projecting the "
+                     f"cache makes ({bound}: H * min(Dn, Dv) per context row)",
+                     "never up-project the cache: every head attends to the same latent rows, with w_uk "
+                     f"absorbed into the query and w_uv applied to the latent output ({ABSORB})")
     if diff(expected["inputs"], got["inputs"]) is not None:
         return wrong("an input was modified (q, the cache, the tables, the weights or the angles)",
                      "every argument is read-only: gather into new tensors")

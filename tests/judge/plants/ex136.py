@@ -105,6 +105,10 @@ PLANTS = {
         ('            if ends_inside:\n                break\n        return blocks, node',
          '            if ends_inside:\n                break\n        node.last_access_time = self.clock\n        return blocks, node'),
     ], WA, 'every node on its path, not only'),
+    'split_keeps_the_old_stamp_above': Plant([
+        ('            child.last_access_time = self.clock\n            blocks += child.value',
+         '            if not ends_inside:\n                child.last_access_time = self.clock\n            blocks += child.value'),
+    ], WA, 'upper half of a split was matched'),
     'match_cuts_the_callers_list': Plant([
         ('        key = list(token_ids[: len(token_ids) // self.block_size * self.block_size])',
          '        del token_ids[len(token_ids) // self.block_size * self.block_size:]\n        key = list(token_ids)'),

@@ -90,6 +90,11 @@ PLANTS = {
         ('out = q.new_empty(B, H, w_uv.shape[1])',
          'out = torch.empty(B, H, w_uv.shape[1], dtype=torch.float64)'),
     ], WA, "the query's shape and dtype"),
+    'values_up_projected': Plant([
+        ('        out[b] = torch.einsum("hc,hvc->hv", latent_out, w_uv)',
+         '        v = torch.einsum("nc,hvc->hnv", rows[:, :C], w_uv)\n'
+         '        out[b] = torch.einsum("hn,hnv->hv", (scores * scale).softmax(dim=-1), v)'),
+    ], WA, 'never up-project the cache'),
     'library_rope_borrowed': Plant([
         ('q_pe = apply_rope_interleaved(q[..., Dn:], cos[:, None], sin[:, None])',
          'from pagedkv_lib.core.mla_attention import split_query\n    q_pe = split_query(q, w_uk, cos, sin)[1]'),
