@@ -247,12 +247,13 @@ def test_the_marks_of_a_childs_benchmark_reach_the_parent_as_windows_on_its_cloc
     monkeypatch.setitem(sys.modules, fake.__name__, fake)
     monkeypatch.setitem(registry.EXERCISES, 998, registry.Exercise(
         998, "fake", "A fake exercise", "easy", "00 Start here",
-        {"slot_mapping_for": "pagedkv_lib.core.slot_mapping:slot_mapping_for"}, time_limit_s=5.0, speed=BAR))
+        {"slot_mapping_for": "pagedkv_lib.core.slot_mapping:slot_mapping_for"}, time_limit_s=30.0, speed=BAR))
     path = tmp_path / "998_fake.py"
     path.write_text(SOLUTION_122)
     (result,) = grade(998, [path], bench=True, isolation="fork")   # the fake lives in this process only
     (window,) = result.bench["speed"]["watched_us"]
-    assert result.ok and 50_000 <= window < 5_000_000, result.bench
+    assert result.ok, (result.first_failure, result.load)
+    assert 50_000 <= window < 60_000_000, result.bench     # the parent's clock: the child's 1 us replaced
 
 
 @pytest.mark.parametrize("device, figures", [
