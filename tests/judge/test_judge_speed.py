@@ -253,7 +253,8 @@ def test_the_marks_of_a_childs_benchmark_reach_the_parent_as_windows_on_its_cloc
     (result,) = grade(998, [path], bench=True, isolation="fork")   # the fake lives in this process only
     (window,) = result.bench["speed"]["watched_us"]
     assert result.ok, (result.first_failure, result.load)
-    assert 50_000 <= window < 60_000_000, result.bench     # the parent's clock: the child's 1 us replaced
+    assert 25_000 <= window < 60_000_000, result.bench     # the parent's clock (it reads each mark as it
+    # comes: the window of a 50 ms sleep measured 49.8 ms once), the child's 1 us replaced
 
 
 @pytest.mark.parametrize("device, figures", [
