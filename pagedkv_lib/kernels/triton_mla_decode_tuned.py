@@ -21,6 +21,8 @@ no overlap of one tile's softmax with another's matrix products (fa3 and FlashML
 
     launcher:   launch_mla_decode_tuned (unchecked, for timing); mla_latent_attention_tuned (checked)
 """
+import importlib.util
+
 import torch
 
 from .attention_args import LOG2E, dot_args, num_sms
@@ -191,10 +193,17 @@ def launch_mla_decode_tuned(q_latent: torch.Tensor, kv_cache: torch.Tensor, bloc
         reduce_splits(part_out, part_lse, out)
 
 
+def descriptors_in_triton() -> bool:
+    """Whether this Triton has host-side tensor descriptors (`triton.tools.tensor_descriptor`, from 3.4 on;
+    the oldest Triton the course accepts, 3.0, has none)."""
+    return importlib.util.find_spec("triton.tools.tensor_descriptor") is not None
+
+
 def tma_supported(kv_cache: torch.Tensor) -> bool:
-    """Whether TMA descriptors can read this cache: Triton's interpreter, or a CUDA device of compute
-    capability >= 9.0 (Hopper), and rows whose bytes are a multiple of 16 (the descriptor's stride)."""
-    aligned = kv_cache.shape[-1] * kv_cache.element_size() % 16 == 0
+    """Whether TMA descriptors can read this cache: a Triton that has them, in its interpreter or on a CUDA
+    device of compute capability >= 9.0 (Hopper), and rows whose bytes are a multiple of 16 (the
+    descriptor's stride)."""
+    aligned = kv_cache.shape[-1] * kv_cache.element_size() % 16 == 0 and descriptors_in_triton()
     if is_interpreted():
         return aligned
     return aligned and kv_cache.is_cuda and torch.cuda.get_device_capability(kv_cache.device) >= (9, 0)

@@ -20,7 +20,11 @@ from pagedkv_lib.core.mla_attention import (
 )
 from pagedkv_lib.kernels import backend
 from pagedkv_lib.kernels.triton_mla_decode import choose_num_splits, mla_latent_attention_triton
-from pagedkv_lib.kernels.triton_mla_decode_tuned import choose_tuned_splits, mla_latent_attention_tuned
+from pagedkv_lib.kernels.triton_mla_decode_tuned import (
+    choose_tuned_splits,
+    descriptors_in_triton,
+    mla_latent_attention_tuned,
+)
 from pagedkv_lib.testing.mla_batch import make_mla_batch
 
 DEVICE = backend.device()
@@ -100,7 +104,10 @@ TUNED_CASES = [  # (context_lens, block_size, H, C, R, dtype, extra_padding, num
 ]
 
 
-@pytest.mark.parametrize("tma", [False, True], ids=["pointers", "tma"])
+NO_DESCRIPTORS = pytest.mark.skipif(not descriptors_in_triton(), reason="no tensor descriptors here")
+
+
+@pytest.mark.parametrize("tma", [False, pytest.param(True, marks=NO_DESCRIPTORS)], ids=["pointers", "tma"])
 @pytest.mark.parametrize("case", TUNED_CASES, ids=lambda c: f"S{c[1]}-H{c[2]}-{c[5]}-P{c[7]}-N{c[8]}"
                          .replace("torch.", ""))
 def test_tuned_kernel_equals_the_pytorch_reference(case, tma):
