@@ -48,6 +48,37 @@ def reached(fn) -> set:
     return found
 
 
+FRESH_KERNEL = """
+import sys, torch
+from pagedkv_lib.judge.cases import ex138
+x = torch.ones(4)
+with ex138.ProducedNumbers() as counter:
+    x[1:] * 2
+print(counter.total, sorted(m for m in sys.modules if m.startswith("torch._dynamo"))[:3])
+"""
+STUB_FROM_A_NOTEBOOK = """
+from pagedkv_lib.judge.grading import Submission, grade
+def mla_decode_absorbed(q, kv_cache, block_tables, context_lens, w_uk, w_uv, cos, sin):
+    raise NotImplementedError
+result = grade(138, [Submission("notebook", namespace=globals())])[0]
+print(sorted({c.verdict for c in result.cases}))
+"""
+
+
+def test_138_counting_costs_no_import_inside_the_submissions_clock():
+    """The watched case counts under a dispatch mode; torch wraps a mode's __torch_dispatch__ so that its
+    first call imports torch._dynamo (seconds of CPU). A notebook's kernel never imported it, so its forked
+    child paid that inside the 2 s case limit and the guard (a refused cache directory): the stub's
+    never-up-projected case read TLE or RE where every other case read NI."""
+    done = subprocess.run([sys.executable, "-c", FRESH_KERNEL], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split(maxsplit=1) == ["3", "[]\n"]     # the view makes none, the product 3
+    stub = subprocess.run([sys.executable, "-c", STUB_FROM_A_NOTEBOOK], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+    assert stub.stdout.strip() == "['not implemented']", stub.stdout + stub.stderr[-2000:]
+
+
 def test_138_reference_shows_where_rope_absorption_and_the_scale_happen():
     shown = reference_source(138)
     every = reached(mla_attention.mla_decode_absorbed) | {mla_attention.mla_decode_absorbed}
