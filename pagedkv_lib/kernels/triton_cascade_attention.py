@@ -41,6 +41,7 @@ from .backend import MISSING_TRITON, is_interpreted
 from .decode_config import cdiv, choose_config, next_power_of_2
 from .triton_decode_attention import launch_decode_partials
 from .triton_decode_merge import reduce_splits
+from .triton_online_softmax import online_softmax_step
 
 try:
     import triton
@@ -143,12 +144,8 @@ def _shared_prefix_kernel(
         v = tl.load(v_cache_ptr + kv_row[:, None] + offs_d[None, :], mask=kv_mask, other=0.0)  # read N*D
         s = tl.dot(q, tl.trans(k.to(DOT_DTYPE)), input_precision=DOT_PRECISION) * scale_log2  # [M, N]
         s = tl.where(tok_mask[None, :], s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, axis=1))                    # [BLOCK_M]
-        alpha = tl.exp2(m_i - m_new)                                  # [BLOCK_M]
-        p = tl.exp2(s - m_new[:, None])                               # [BLOCK_M, BLOCK_N]
-        l_i = l_i * alpha + tl.sum(p, axis=1)
+        m_i, p, alpha, l_i = online_softmax_step(s, m_i, l_i)         # p [BLOCK_M, BLOCK_N]
         acc = acc * alpha[:, None] + tl.dot(p.to(DOT_DTYPE), v.to(DOT_DTYPE), input_precision=DOT_PRECISION)
-        m_i = m_new
 
     o = acc / l_i[:, None]                                            # [BLOCK_M, BLOCK_D]; splits non-empty
     lse = m_i + tl.log2(l_i)                                          # [BLOCK_M]

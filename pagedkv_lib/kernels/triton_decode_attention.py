@@ -47,6 +47,7 @@ from .attention_args import LOG2E, check_paged_args, dot_args, num_sms, pdl_supp
 from .backend import MISSING_TRITON, is_interpreted
 from .decode_config import DecodeConfig, choose_config, items_bound
 from .triton_decode_merge import PLAN_INTS, chunk_of_item, chunk_plan, merge_chunks, plan_width, reduce_splits
+from .triton_online_softmax import online_softmax_step
 
 try:
     import triton
@@ -119,12 +120,8 @@ def attend_range(q, k_cache_ptr, v_cache_ptr, table_row, kv_head, start, end, qk
         v = v.to(DOT_DTYPE)                                           # [BLOCK_N, BLOCK_D]
         s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale  # [BLOCK_G, BLOCK_N]
         s = tl.where(tok_mask[None, :], s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, axis=1))                    # [BLOCK_G]
-        alpha = tl.exp2(m_i - m_new)                                  # [BLOCK_G] rescales the old state
-        p = tl.exp2(s - m_new[:, None])                               # [BLOCK_G, BLOCK_N]
-        l_i = l_i * alpha + tl.sum(p, axis=1)
+        m_i, p, alpha, l_i = online_softmax_step(s, m_i, l_i)         # p [BLOCK_G, BLOCK_N]
         acc = acc * alpha[:, None] + tl.dot(p.to(DOT_DTYPE), v, input_precision=DOT_PRECISION)
-        m_i = m_new
     return acc, m_i, l_i
 
 

@@ -30,6 +30,7 @@ from pagedkv_lib.core.mla_attention import mla_latent_attention
 from .attention_args import LOG2E, dot_args, dtype_name, num_sms
 from .backend import MISSING_TRITON
 from .triton_decode_merge import reduce_splits
+from .triton_online_softmax import online_softmax_step
 
 try:
     import triton
@@ -98,12 +99,8 @@ def _mla_decode_kernel(
         s = tl.dot(q_c, tl.trans(kv_c), input_precision=DOT_PRECISION)  # [BLOCK_H, BLOCK_N]
         s += tl.dot(q_r, tl.trans(kv_r.to(DOT_DTYPE)), input_precision=DOT_PRECISION)
         s = tl.where(ok[None, :], s * scale_log2, float("-inf"))
-        m_new = tl.maximum(m, tl.max(s, axis=1))                        # [BLOCK_H]
-        p = tl.exp2(s - m_new[:, None])                                 # [BLOCK_H, BLOCK_N]
-        alpha = tl.exp2(m - m_new)
-        l = l * alpha + tl.sum(p, axis=1)
+        m, p, alpha, l = online_softmax_step(s, m, l)                   # p [BLOCK_H, BLOCK_N]
         acc = acc * alpha[:, None] + tl.dot(p.to(DOT_DTYPE), kv_c, input_precision=DOT_PRECISION)
-        m = m_new
     out = tl.where(l[:, None] > 0, acc / tl.maximum(l, 1e-30)[:, None], 0.0)   # [BLOCK_H, BLOCK_C]
     if NUM_SPLITS == 1:
         out_rows = out_ptr + b * stride_ob + heads[:, None] * stride_oh + offs_c[None, :]

@@ -38,6 +38,7 @@ from pagedkv_lib.core.paged_attention import paged_attention_varlen
 
 from .attention_args import LOG2E, check_paged_args, dot_args, scale_arg, values_readable
 from .backend import MISSING_TRITON, is_interpreted
+from .triton_online_softmax import online_softmax_step
 
 try:
     import triton
@@ -181,17 +182,13 @@ def _prefill_attention_kernel(
             k = tl.load(k_cache_ptr + row[None, :] + offs_d[:, None], mask=d_mask[:, None], other=0.0)
         k = k.to(DOT_DTYPE)
         s = tl.dot(q, k, input_precision=DOT_PRECISION) * qk_scale    # [BLOCK_M, BLOCK_N]
-        m_new = tl.maximum(m_i, tl.max(s, axis=1))                    # [BLOCK_M]
-        alpha = tl.exp2(m_i - m_new)                                  # [BLOCK_M] rescales the old state
-        p = tl.exp2(s - m_new[:, None])                               # [BLOCK_M, BLOCK_N]
-        l_i = l_i * alpha + tl.sum(p, axis=1)
+        m_i, p, alpha, l_i = online_softmax_step(s, m_i, l_i)         # p [BLOCK_M, BLOCK_N]
         if BLOCK_D == HEAD_DIM:
             v = tl.load(v_cache_ptr + row[:, None] + offs_d[None, :])   # [BLOCK_N, BLOCK_D]
         else:
             v = tl.load(v_cache_ptr + row[:, None] + offs_d[None, :], mask=d_mask[None, :], other=0.0)
         v = v.to(DOT_DTYPE)
         acc = acc * alpha[:, None] + tl.dot(p.to(DOT_DTYPE), v, input_precision=DOT_PRECISION)
-        m_i = m_new
 
     # diagonal: mask keys after each row's position, past the context, or behind a -1 entry
     for n0 in range(unmasked_end, kv_end, BLOCK_N):
@@ -205,15 +202,11 @@ def _prefill_attention_kernel(
         s = tl.dot(q, k, input_precision=DOT_PRECISION) * qk_scale    # [BLOCK_M, BLOCK_N]
         visible = tok_mask[None, :] & (tok[None, :] <= q_pos[:, None])  # [BLOCK_M, BLOCK_N]
         s = tl.where(visible, s, float("-inf"))                       # key 0 is visible to every row
-        m_new = tl.maximum(m_i, tl.max(s, axis=1))                    # [BLOCK_M]
-        alpha = tl.exp2(m_i - m_new)                                  # [BLOCK_M]
-        p = tl.exp2(s - m_new[:, None])                               # [BLOCK_M, BLOCK_N]
-        l_i = l_i * alpha + tl.sum(p, axis=1)
+        m_i, p, alpha, l_i = online_softmax_step(s, m_i, l_i)         # p [BLOCK_M, BLOCK_N]
         v = tl.load(v_cache_ptr + row[:, None] + offs_d[None, :],
                     mask=tok_mask[:, None] & d_mask[None, :], other=0.0)
         v = v.to(DOT_DTYPE)                                           # [BLOCK_N, BLOCK_D]
         acc = acc * alpha[:, None] + tl.dot(p.to(DOT_DTYPE), v, input_precision=DOT_PRECISION)
-        m_i = m_new
 
     o = acc * (v_scale / l_i)[:, None]                                # [BLOCK_M, BLOCK_D]; dequantize V
     tl.store(out_ptr + q_rows[:, None] + offs_d[None, :], o.to(out_ptr.dtype.element_ty),

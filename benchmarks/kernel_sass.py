@@ -1,0 +1,144 @@
+"""The course's attention kernels compiled for an H100 (sm_90a) on any machine, with or without a GPU: each
+kernel's registers, stack (spills) and a hash of its SASS. Run it before and after a change that should leave
+the machine code alone (a shared `@triton.jit` helper, a rename): equal hashes are equal code, and no timing
+is needed; a different hash asks for a timed before/after on a GPU (benchmarks/NOTES.md has one).
+
+    python benchmarks/kernel_sass.py                  # every kernel below
+    python benchmarks/kernel_sass.py mla_tuned_tma    # some of them
+    python benchmarks/kernel_sass.py --sass DIR       # also write each kernel's SASS to DIR (to diff)
+
+It needs a triton with its CUDA backend (Linux wheels: ptxas and cuobjdump come with it), 3.4 or newer for
+`triton.knobs`. The shapes are the benchmarks' (Llama-style decode and prefill, DeepSeek-style MLA), bf16,
+with the launch options each launcher uses there.
+"""
+import argparse
+import functools
+import hashlib
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+os.environ["TRITON_INTERPRET"] = "0"           # decorate the kernels for the compiler, not the interpreter
+os.environ.setdefault("TRITON_DISABLE_LINE_INFO", "1")   # line numbers in the code would change every hash
+
+import torch  # noqa: E402
+
+torch.cuda.is_available = lambda: True         # backend.configure() then picks CUDA, which compiling needs
+
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+from triton.backends.compiler import GPUTarget  # noqa: E402
+from triton.compiler import ASTSource  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from pagedkv_lib.kernels import triton_cascade_attention as cascade  # noqa: E402
+from pagedkv_lib.kernels import triton_decode_attention as decode  # noqa: E402
+from pagedkv_lib.kernels import triton_mla_decode as mla  # noqa: E402
+from pagedkv_lib.kernels import triton_mla_decode_tuned as mla_tuned  # noqa: E402
+from pagedkv_lib.kernels import triton_prefill_attention as prefill  # noqa: E402
+
+H100 = GPUTarget("cuda", 90, 32)
+SMS = 132                                      # an H100 SXM's SMs: what the choosers size splits by
+H, H_KV, D, S, B, N = 32, 8, 128, 16, 8, 4096  # Llama-style heads, the benchmarks' 8 x 4096 decode
+BF16 = dict(DOT_PRECISION="tf32", DOT_DTYPE=tl.bfloat16)
+PAGED = dict(q_ptr="*bf16", k_cache_ptr="*bf16", v_cache_ptr="*bf16", k_scale="fp32", v_scale="fp32",
+             out_ptr="*bf16", part_out_ptr="*fp32", part_lse_ptr="*fp32", scale_log2="fp32")
+MLA_TYPES = dict(q_ptr="*bf16", kv_ptr="*bf16", out_ptr="*bf16", lse_ptr="*fp32", scale_log2="fp32")
+TMA_TYPES = dict(MLA_TYPES, kv_c_desc="tensordesc<bf16[64,256]>", kv_r_desc="tensordesc<bf16[64,64]>")
+GQA = dict(NUM_HEADS=H, NUM_KV_HEADS=H_KV, GROUP=H // H_KV, HEAD_DIM=D, BLOCK_SIZE=S, **BF16)
+
+
+def decode_job(version: int) -> tuple:
+    c = decode.choose_config(B, H, H_KV, D, N, None if version == 3 else 1 if version == 1 else 4,
+                             num_sms=SMS, interpreted=False, version=version)
+    constexprs = dict(GQA, BLOCK_G=c.block_g, BLOCK_N=c.block_n, BLOCK_D=c.block_d, K_SCALE_PTR=False,
+                      V_SCALE_PTR=False, USE_PDL=False, NUM_SLOTS=c.num_splits, BLOCK_B=16)  # v2's, v3's
+    return decode.KERNELS[version], PAGED, constexprs, dict(num_warps=c.num_warps, num_stages=c.num_stages)
+
+
+def prefill_job() -> tuple:
+    c = prefill.choose_prefill_config(H, H_KV, D, torch.bfloat16, interpreted=False)
+    constexprs = dict(GQA, BLOCK_M=c.block_m, BLOCK_Q=c.block_m // (H // H_KV), BLOCK_N=c.block_n, BLOCK_D=D,
+                      BLOCK_B=16, K_SCALE_PTR=False, V_SCALE_PTR=False)
+    return prefill._prefill_attention_kernel, PAGED, constexprs, dict(num_warps=c.num_warps,
+                                                                     num_stages=c.num_stages)
+
+
+def cascade_job() -> tuple:
+    c = cascade.choose_cascade_config(64, H, H_KV, D, N, num_sms=SMS, interpreted=False)
+    constexprs = dict(GQA, NUM_SLOTS=c.num_splits + 1, FIRST_SLOT=1, BLOCK_M=c.block_m, BLOCK_N=c.block_n,
+                      BLOCK_D=c.block_d)
+    options = dict(num_warps=c.num_warps, num_stages=c.num_stages)
+    return cascade._shared_prefix_kernel, PAGED, constexprs, options
+
+
+def mla_job() -> tuple:                        # launch_mla_decode's default tiles, two splits
+    constexprs = dict(BLOCK_SIZE=64, BLOCK_H=16, BLOCK_C=512, BLOCK_R=64, BLOCK_N=32, NUM_SPLITS=2, **BF16)
+    return mla._mla_decode_kernel, MLA_TYPES, constexprs, dict(num_warps=4, num_stages=2)
+
+
+def mla_tuned_job(tma: bool) -> tuple:         # mla_tuned.TUNED: the tuned kernel's measured best
+    t = mla_tuned.TUNED
+    constexprs = dict(C=512, R=64, BLOCK_SIZE=64, BLOCK_H=t["block_h"], BLOCK_N=t["block_n"], NUM_SPLITS=2,
+                      USE_TMA=tma, **BF16)
+    return (mla_tuned._mla_decode_tuned_kernel, TMA_TYPES if tma else MLA_TYPES, constexprs,
+            dict(num_warps=t["num_warps"], num_stages=t["num_stages"]))
+
+
+KERNELS = {  # name: () -> (kernel, argument types (compile_for_h100's defaults aside), constexprs, options)
+    "decode_v1": functools.partial(decode_job, 1),
+    "decode_v2": functools.partial(decode_job, 2),
+    "decode_v3": functools.partial(decode_job, 3),
+    "prefill": prefill_job,
+    "cascade": cascade_job,
+    "mla": mla_job,
+    "mla_tuned": functools.partial(mla_tuned_job, False),
+    "mla_tuned_tma": functools.partial(mla_tuned_job, True),
+}
+
+
+def compile_for_h100(kernel, types: dict, constexprs: dict, options: dict):
+    """triton.compile of `kernel` for sm_90a: arguments in `constexprs` are constants, the others typed by
+    `types` (default: *i32 for a name ending in _ptr, a block table or lengths; else i32)."""
+    signature, constants = {}, {}
+    for i, name in enumerate(kernel.arg_names):
+        if name in constexprs:
+            signature[name] = "constexpr"
+            constants[(i,)] = constexprs[name]
+        else:
+            signature[name] = types.get(name, "*i32" if name.endswith("_ptr") else "i32")
+    return triton.compile(ASTSource(kernel, signature, constants), target=H100, options=options)
+
+
+def sass_and_usage(cubin: bytes) -> tuple[str, str]:
+    """The SASS without addresses, and cuobjdump's resource line (REG, STACK, SHARED, LOCAL)."""
+    tool = triton.knobs.nvidia.cuobjdump.path
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        sass, usage = (subprocess.run([tool, flag, f.name], capture_output=True, text=True, check=True).stdout
+                       for flag in ("-sass", "-res-usage"))
+    sass = re.sub(r"/\*[0-9a-f]+\*/", "", sass)
+    found = re.search(r"REG:\d+ STACK:\d+ SHARED:\d+ LOCAL:\d+", usage)
+    return sass, found.group(0) if found else "?"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("names", nargs="*", choices=[[], *KERNELS], help="kernels (default: all)")
+    parser.add_argument("--sass", type=Path, help="write NAME.sass here")
+    args = parser.parse_args()
+    for name in args.names or KERNELS:
+        compiled = compile_for_h100(*KERNELS[name]())
+        sass, usage = sass_and_usage(compiled.asm["cubin"])
+        if args.sass:
+            args.sass.mkdir(parents=True, exist_ok=True)
+            (args.sass / f"{name}.sass").write_text(sass)
+        print(f"{name:14s} {usage:40s} sass {hashlib.sha256(sass.encode()).hexdigest()[:16]}")
+
+
+if __name__ == "__main__":
+    main()
