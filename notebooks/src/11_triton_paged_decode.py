@@ -173,6 +173,12 @@ print("acc / l equals softmax(scores) @ values:", torch.allclose(acc / l, exact,
 # Positions past the context must not count: their scores become `-inf` (`tl.where`) before the max, so
 # their `exp` is 0.
 #
+# The library writes the update once, as `online_softmax_step` in
+# `pagedkv_lib/kernels/triton_online_softmax.py`, in base 2: the scale times log2(e) is folded into the scores
+# and `tl.exp2` replaces `tl.exp`, as FlashAttention's kernels do. Decode, prefill (notebook 12), the
+# shared-prefix kernel (notebook 21) and the teaching MLA kernel (notebook 18) call it, and Triton inlines it:
+# each compiles as if the lines were written out. Your exercise 131 writes them out.
+#
 # Three details that the exercise meets and that the table does not show:
 #
 # - **The output's dtype.** `tl.store` converts the value to the element type of the pointer it writes

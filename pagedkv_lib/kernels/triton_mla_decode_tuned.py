@@ -29,7 +29,6 @@ from .attention_args import LOG2E, dot_args, num_sms
 from .backend import MISSING_TRITON, is_interpreted
 from .triton_decode_merge import reduce_splits
 from .triton_mla_decode import check_mla_args
-from .triton_online_softmax import online_softmax_step
 
 try:
     import triton
@@ -54,11 +53,17 @@ def _attend_tile(q_lo, q_hi, q_r, kv_lo, kv_hi, kv_r, valid, scale_log2, m, l, a
     s = tl.dot(q_hi, tl.trans(kv_hi), s, input_precision=DOT_PRECISION)
     s = tl.dot(q_r, tl.trans(kv_r), s, input_precision=DOT_PRECISION)
     s = tl.where(valid[None, :], s * scale_log2, float("-inf"))
-    m, p, alpha, l = online_softmax_step(s, m, l)                       # p [BLOCK_H, BLOCK_N]
+    # triton_online_softmax.online_softmax_step's lines, p before alpha: the order the tuned configs were
+    # measured in. Through the helper (alpha first) this kernel's SASS differs, and it ran slower at B = 64
+    # and 128 on an H100 (benchmarks/NOTES.md, "One online-softmax step"); every other kernel calls it.
+    m_new = tl.maximum(m, tl.max(s, axis=1))                            # [BLOCK_H]
+    p = tl.exp2(s - m_new[:, None])                                     # [BLOCK_H, BLOCK_N]
+    alpha = tl.exp2(m - m_new)
+    l = l * alpha + tl.sum(p, axis=1)
     p = p.to(kv_lo.dtype)
     acc_lo = tl.dot(p, kv_lo, acc_lo * alpha[:, None], input_precision=DOT_PRECISION)
     acc_hi = tl.dot(p, kv_hi, acc_hi * alpha[:, None], input_precision=DOT_PRECISION)
-    return m, l, acc_lo, acc_hi
+    return m_new, l, acc_lo, acc_hi
 
 
 @triton.jit

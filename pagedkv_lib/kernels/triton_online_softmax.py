@@ -1,5 +1,6 @@
 """The online softmax's update for one tile of keys, the step every attention kernel of the course repeats:
-decode (`attend_range`), prefill (both stages), the shared-prefix cascade and MLA decode (both kernels).
+decode (`attend_range`), prefill (both stages), the shared-prefix cascade and MLA's teaching kernel. MLA's
+tuned kernel writes the same lines in its own order (its `_attend_tile` says why).
 
 Scores are in the log2 domain (the softmax scale times LOG2E folded in, `exp2` below, as FlashAttention's
 kernels do). For each of R query rows the kernel keeps a running max m, a running sum l of exp2(s - m) and an
@@ -11,8 +12,8 @@ rescales what came before by alpha = exp2(m - m'):
     l'   = l * alpha + sum_j p_j
     acc' = acc * alpha + p v                     the caller's product: its operand types and halves
 
-Triton inlines a `@triton.jit` helper: the kernels compile to the same code as with the lines written out
-(benchmarks/NOTES.md: their PTX, compiled for sm_90, is identical before and after this helper).
+Triton inlines a `@triton.jit` helper: each caller compiles to the SASS it had with the lines written out
+(`python benchmarks/kernel_sass.py` before and after; benchmarks/NOTES.md, "One online-softmax step").
 """
 from .backend import MISSING_TRITON
 
