@@ -20,89 +20,102 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from types import SimpleNamespace
 
-os.environ["TRITON_INTERPRET"] = "0"           # decorate the kernels for the compiler, not the interpreter
-os.environ.setdefault("TRITON_DISABLE_LINE_INFO", "1")   # line numbers in the code would change every hash
-
-import torch  # noqa: E402
-
-torch.cuda.is_available = lambda: True         # backend.configure() then picks CUDA, which compiling needs
-
-import triton  # noqa: E402
-import triton.language as tl  # noqa: E402
-from triton.backends.compiler import GPUTarget  # noqa: E402
-from triton.compiler import ASTSource  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from pagedkv_lib.kernels import triton_cascade_attention as cascade  # noqa: E402
-from pagedkv_lib.kernels import triton_decode_attention as decode  # noqa: E402
-from pagedkv_lib.kernels import triton_mla_decode as mla  # noqa: E402
-from pagedkv_lib.kernels import triton_mla_decode_tuned as mla_tuned  # noqa: E402
-from pagedkv_lib.kernels import triton_prefill_attention as prefill  # noqa: E402
-
-H100 = GPUTarget("cuda", 90, 32)
 SMS = 132                                      # an H100 SXM's SMs: what the choosers size splits by
 H, H_KV, D, S, B, N = 32, 8, 128, 16, 8, 4096  # Llama-style heads, the benchmarks' 8 x 4096 decode
-BF16 = dict(DOT_PRECISION="tf32", DOT_DTYPE=tl.bfloat16)
 PAGED = dict(q_ptr="*bf16", k_cache_ptr="*bf16", v_cache_ptr="*bf16", k_scale="fp32", v_scale="fp32",
              out_ptr="*bf16", part_out_ptr="*fp32", part_lse_ptr="*fp32", scale_log2="fp32")
 MLA_TYPES = dict(q_ptr="*bf16", kv_ptr="*bf16", out_ptr="*bf16", lse_ptr="*fp32", scale_log2="fp32")
 TMA_TYPES = dict(MLA_TYPES, kv_c_desc="tensordesc<bf16[64,256]>", kv_r_desc="tensordesc<bf16[64,64]>")
-GQA = dict(NUM_HEADS=H, NUM_KV_HEADS=H_KV, GROUP=H // H_KV, HEAD_DIM=D, BLOCK_SIZE=S, **BF16)
+GQA = dict(NUM_HEADS=H, NUM_KV_HEADS=H_KV, GROUP=H // H_KV, HEAD_DIM=D, BLOCK_SIZE=S, DOT_PRECISION="tf32")
 
 
-def decode_job(version: int) -> tuple:
-    c = decode.choose_config(B, H, H_KV, D, N, None if version == 3 else 1 if version == 1 else 4,
-                             num_sms=SMS, interpreted=False, version=version)
-    constexprs = dict(GQA, BLOCK_G=c.block_g, BLOCK_N=c.block_n, BLOCK_D=c.block_d, K_SCALE_PTR=False,
-                      V_SCALE_PTR=False, USE_PDL=False, NUM_SLOTS=c.num_splits, BLOCK_B=16)  # v2's, v3's
-    return decode.KERNELS[version], PAGED, constexprs, dict(num_warps=c.num_warps, num_stages=c.num_stages)
+def load_kernels() -> SimpleNamespace:
+    """The kernel modules, decorated for the compiler. Only in a process of its own: the interpreter must not
+    have been chosen before (TRITON_INTERPRET is read when a kernel is decorated), and the backend is told
+    that a GPU is present, which compiling needs and this process never launches on."""
+    os.environ["TRITON_INTERPRET"] = "0"
+    os.environ.setdefault("TRITON_DISABLE_LINE_INFO", "1")   # line numbers in the code would change the hash
+    import torch
+    import triton.language as tl
+
+    torch.cuda.is_available = lambda: True
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from pagedkv_lib.kernels import backend
+    if backend.configure() != backend.CUDA:
+        raise SystemExit("kernel_sass.py runs as a script of its own: the kernels here were decorated for "
+                         "Triton's interpreter already")
+    from pagedkv_lib.kernels import (
+        triton_cascade_attention,
+        triton_decode_attention,
+        triton_mla_decode,
+        triton_mla_decode_tuned,
+        triton_prefill_attention,
+    )
+    return SimpleNamespace(decode=triton_decode_attention, prefill=triton_prefill_attention,
+                           cascade=triton_cascade_attention, mla=triton_mla_decode,
+                           mla_tuned=triton_mla_decode_tuned, bf16=tl.bfloat16, torch=torch)
 
 
-def prefill_job() -> tuple:
-    c = prefill.choose_prefill_config(H, H_KV, D, torch.bfloat16, interpreted=False)
-    constexprs = dict(GQA, BLOCK_M=c.block_m, BLOCK_Q=c.block_m // (H // H_KV), BLOCK_N=c.block_n, BLOCK_D=D,
-                      BLOCK_B=16, K_SCALE_PTR=False, V_SCALE_PTR=False)
-    return prefill._prefill_attention_kernel, PAGED, constexprs, dict(num_warps=c.num_warps,
-                                                                     num_stages=c.num_stages)
+def decode_job(k, version: int) -> tuple:
+    c = k.decode.choose_config(B, H, H_KV, D, N, None if version == 3 else 1 if version == 1 else 4,
+                               num_sms=SMS, interpreted=False, version=version)
+    constexprs = dict(GQA, DOT_DTYPE=k.bf16, BLOCK_G=c.block_g, BLOCK_N=c.block_n, BLOCK_D=c.block_d,
+                      K_SCALE_PTR=False, V_SCALE_PTR=False, USE_PDL=False,
+                      NUM_SLOTS=c.num_splits, BLOCK_B=16)                      # the last two: v2's, v3's
+    return k.decode.KERNELS[version], PAGED, constexprs, dict(num_warps=c.num_warps, num_stages=c.num_stages)
 
 
-def cascade_job() -> tuple:
-    c = cascade.choose_cascade_config(64, H, H_KV, D, N, num_sms=SMS, interpreted=False)
-    constexprs = dict(GQA, NUM_SLOTS=c.num_splits + 1, FIRST_SLOT=1, BLOCK_M=c.block_m, BLOCK_N=c.block_n,
-                      BLOCK_D=c.block_d)
+def prefill_job(k) -> tuple:
+    c = k.prefill.choose_prefill_config(H, H_KV, D, k.torch.bfloat16, interpreted=False)
+    constexprs = dict(GQA, DOT_DTYPE=k.bf16, BLOCK_M=c.block_m, BLOCK_Q=c.block_m // (H // H_KV),
+                      BLOCK_N=c.block_n, BLOCK_D=D, BLOCK_B=16, K_SCALE_PTR=False, V_SCALE_PTR=False)
     options = dict(num_warps=c.num_warps, num_stages=c.num_stages)
-    return cascade._shared_prefix_kernel, PAGED, constexprs, options
+    return k.prefill._prefill_attention_kernel, PAGED, constexprs, options
 
 
-def mla_job() -> tuple:                        # launch_mla_decode's default tiles, two splits
-    constexprs = dict(BLOCK_SIZE=64, BLOCK_H=16, BLOCK_C=512, BLOCK_R=64, BLOCK_N=32, NUM_SPLITS=2, **BF16)
-    return mla._mla_decode_kernel, MLA_TYPES, constexprs, dict(num_warps=4, num_stages=2)
+def cascade_job(k) -> tuple:
+    c = k.cascade.choose_cascade_config(64, H, H_KV, D, N, num_sms=SMS, interpreted=False)
+    constexprs = dict(GQA, DOT_DTYPE=k.bf16, NUM_SLOTS=c.num_splits + 1, FIRST_SLOT=1, BLOCK_M=c.block_m,
+                      BLOCK_N=c.block_n, BLOCK_D=c.block_d)
+    options = dict(num_warps=c.num_warps, num_stages=c.num_stages)
+    return k.cascade._shared_prefix_kernel, PAGED, constexprs, options
 
 
-def mla_tuned_job(tma: bool) -> tuple:         # mla_tuned.TUNED: the tuned kernel's measured best
-    t = mla_tuned.TUNED
+def mla_job(k) -> tuple:                       # launch_mla_decode's default tiles, two splits
+    constexprs = dict(BLOCK_SIZE=64, BLOCK_H=16, BLOCK_C=512, BLOCK_R=64, BLOCK_N=32, NUM_SPLITS=2,
+                      DOT_PRECISION="tf32", DOT_DTYPE=k.bf16)
+    return k.mla._mla_decode_kernel, MLA_TYPES, constexprs, dict(num_warps=4, num_stages=2)
+
+
+def mla_tuned_job(k, tma: bool) -> tuple:      # TUNED: the tuned kernel's measured best
+    t = k.mla_tuned.TUNED
     constexprs = dict(C=512, R=64, BLOCK_SIZE=64, BLOCK_H=t["block_h"], BLOCK_N=t["block_n"], NUM_SPLITS=2,
-                      USE_TMA=tma, **BF16)
-    return (mla_tuned._mla_decode_tuned_kernel, TMA_TYPES if tma else MLA_TYPES, constexprs,
+                      USE_TMA=tma, DOT_PRECISION="tf32", DOT_DTYPE=k.bf16)
+    return (k.mla_tuned._mla_decode_tuned_kernel, TMA_TYPES if tma else MLA_TYPES, constexprs,
             dict(num_warps=t["num_warps"], num_stages=t["num_stages"]))
 
 
-KERNELS = {  # name: () -> (kernel, argument types (compile_for_h100's defaults aside), constexprs, options)
-    "decode_v1": functools.partial(decode_job, 1),
-    "decode_v2": functools.partial(decode_job, 2),
-    "decode_v3": functools.partial(decode_job, 3),
+KERNELS = {  # name: (modules) -> (kernel, argument types (beside compile_for_h100's), constexprs, options)
+    "decode_v1": functools.partial(decode_job, version=1),
+    "decode_v2": functools.partial(decode_job, version=2),
+    "decode_v3": functools.partial(decode_job, version=3),
     "prefill": prefill_job,
     "cascade": cascade_job,
     "mla": mla_job,
-    "mla_tuned": functools.partial(mla_tuned_job, False),
-    "mla_tuned_tma": functools.partial(mla_tuned_job, True),
+    "mla_tuned": functools.partial(mla_tuned_job, tma=False),
+    "mla_tuned_tma": functools.partial(mla_tuned_job, tma=True),
 }
 
 
 def compile_for_h100(kernel, types: dict, constexprs: dict, options: dict):
     """triton.compile of `kernel` for sm_90a: arguments in `constexprs` are constants, the others typed by
     `types` (default: *i32 for a name ending in _ptr, a block table or lengths; else i32)."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
     signature, constants = {}, {}
     for i, name in enumerate(kernel.arg_names):
         if name in constexprs:
@@ -110,11 +123,14 @@ def compile_for_h100(kernel, types: dict, constexprs: dict, options: dict):
             constants[(i,)] = constexprs[name]
         else:
             signature[name] = types.get(name, "*i32" if name.endswith("_ptr") else "i32")
-    return triton.compile(ASTSource(kernel, signature, constants), target=H100, options=options)
+    return triton.compile(ASTSource(kernel, signature, constants), target=GPUTarget("cuda", 90, 32),
+                          options=options)
 
 
 def sass_and_usage(cubin: bytes) -> tuple[str, str]:
     """The SASS without addresses, and cuobjdump's resource line (REG, STACK, SHARED, LOCAL)."""
+    import triton
+
     tool = triton.knobs.nvidia.cuobjdump.path
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(cubin)
@@ -131,8 +147,9 @@ def main() -> None:
     parser.add_argument("names", nargs="*", choices=[[], *KERNELS], help="kernels (default: all)")
     parser.add_argument("--sass", type=Path, help="write NAME.sass here")
     args = parser.parse_args()
+    modules = load_kernels()
     for name in args.names or KERNELS:
-        compiled = compile_for_h100(*KERNELS[name]())
+        compiled = compile_for_h100(*KERNELS[name](modules))
         sass, usage = sass_and_usage(compiled.asm["cubin"])
         if args.sass:
             args.sass.mkdir(parents=True, exist_ok=True)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
+import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -98,3 +101,22 @@ def test_bench_mla_smoke_times_both_kernels_and_names_a_missing_flashinfer(tmp_p
         for name in ("flashinfer_fa2", "flashinfer_fa3"):
             assert "not installed" in row[name]["error"]
             assert any(name in line and "not installed" in line for line in text.splitlines())
+
+
+@pytest.mark.slow
+def test_kernel_sass_compiles_a_kernel_for_hopper_without_a_gpu(tmp_path):
+    """kernel_sass.py (what shows that a shared helper leaves the machine code alone): the decode kernel at
+    the chooser's tiles compiles for sm_90a here, with its registers, stack and SASS, twice to one hash, even
+    where the environment asks for the interpreter."""
+    lines = []
+    for out in (tmp_path / "a", tmp_path / "b"):
+        command = [sys.executable, str(BENCHMARKS / "kernel_sass.py"), "decode_v1", "--sass", str(out)]
+        run = subprocess.run(command, capture_output=True, text=True, timeout=300,
+                             env={**os.environ, "TRITON_INTERPRET": "1"})
+        assert run.returncode == 0, run.stderr[-3000:]
+        lines.append(run.stdout.strip())
+    assert lines[0] == lines[1], lines
+    usage = r"REG:\d+ STACK:\d+ SHARED:\d+ LOCAL:\d+"
+    assert re.fullmatch(rf"decode_v1 +{usage} +sass [0-9a-f]{{16}}", lines[0]), lines
+    sass = (tmp_path / "a" / "decode_v1.sass").read_text()
+    assert "HMMA" in sass and "EXIT" in sass                          # tensor-core dots, a whole kernel
