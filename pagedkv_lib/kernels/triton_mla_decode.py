@@ -14,6 +14,10 @@ Versions (one kernel; `num_splits` selects):
         into P equal ranges (whole BLOCK_N tiles); each program writes its normalised partial output and
         log2-sum-exp in fp32, and the decode kernel's `reduce_splits` (triton_decode_merge.py)
         merges them. FlashMLA plans its splits per sequence instead (`get_mla_metadata`).
+Why one kernel here and one per version in decode: v2 differs from v1 only in the range a program walks and
+in what its last lines write, and NUM_SPLITS is a constexpr, so `if NUM_SPLITS == 1` is settled at compile
+time and each version compiles to its own program anyway. Decode's versions differ in how the grid maps to
+work (v3 plans its chunks in registers), which a flag would hide inside one body.
 (Not here: FlashMLA's FP8 cache.)
 
     reference:  pagedkv_lib.core.mla_attention.mla_latent_attention (same signature)
