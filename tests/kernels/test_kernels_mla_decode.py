@@ -43,19 +43,24 @@ def _batch(lens, S, H, C, R, dtype, pad, seed=0):
     return make_mla_batch(lens, S, H, C, R, 8, 8, num_layers=2, dtype=dtype, extra_padding=pad, seed=seed)
 
 
-@pytest.mark.parametrize("case", CASES,
-                         ids=lambda c: f"S{c[1]}-H{c[2]}-C{c[3]}-{c[5]}-P{c[7]}".replace("torch.", ""))
-def test_kernel_equals_the_pytorch_reference(case):
-    lens, S, H, C, R, dtype, pad, splits = case
+def check_against_the_reference(attention, lens, S, H, C, R, dtype, pad):
+    """`attention` (a kernel's checked launcher, on DEVICE) equals mla_latent_attention on every layer of a
+    batch with NaN garbage past every context; its output holds no NaN."""
     batch = _batch(lens, S, H, C, R, dtype, pad)
     for layer in range(2):
         q_latent = absorb_query(batch.q[layer], batch.w_uk[layer], batch.cos, batch.sin).contiguous()
         args = (batch.kv_cache[layer], batch.block_tables, batch.context_lens, C, mla_scale(8, R))
         expected = mla_latent_attention(q_latent, *args)
-        got = mla_latent_attention_triton(q_latent.to(DEVICE), *(a.to(DEVICE) for a in args[:3]), *args[3:],
-                                          num_splits=splits)
+        got = attention(q_latent.to(DEVICE), *(a.to(DEVICE) for a in args[:3]), *args[3:])
         assert not got.isnan().any()
         torch.testing.assert_close(got.cpu(), expected, atol=TOLERANCE[dtype], rtol=TOLERANCE[dtype])
+
+
+@pytest.mark.parametrize("case", CASES,
+                         ids=lambda c: f"S{c[1]}-H{c[2]}-C{c[3]}-{c[5]}-P{c[7]}".replace("torch.", ""))
+def test_kernel_equals_the_pytorch_reference(case):
+    *shape, splits = case
+    check_against_the_reference(functools.partial(mla_latent_attention_triton, num_splits=splits), *shape)
 
 
 FP32_CASES = [c for c in CASES if c[5] == torch.float32]
@@ -113,16 +118,9 @@ NO_DESCRIPTORS = pytest.mark.skipif(not descriptors_in_triton(), reason="no tens
 def test_tuned_kernel_equals_the_pytorch_reference(case, tma):
     """Both ways of reading whole tiles (TMA, pointers); NaN garbage past every context and in the last
     tile's rows (the TMA path reads that tile by masked pointers)."""
-    lens, S, H, C, R, dtype, pad, splits, block_n = case
-    batch = _batch(lens, S, H, C, R, dtype, pad)
-    for layer in range(2):
-        q_latent = absorb_query(batch.q[layer], batch.w_uk[layer], batch.cos, batch.sin).contiguous()
-        args = (batch.kv_cache[layer], batch.block_tables, batch.context_lens, C, mla_scale(8, R))
-        expected = mla_latent_attention(q_latent, *args)
-        got = mla_latent_attention_tuned(q_latent.to(DEVICE), *(a.to(DEVICE) for a in args[:3]), *args[3:],
-                                         num_splits=splits, block_n=block_n, tma=tma)
-        assert not got.isnan().any()
-        torch.testing.assert_close(got.cpu(), expected, atol=TOLERANCE[dtype], rtol=TOLERANCE[dtype])
+    *shape, splits, block_n = case
+    check_against_the_reference(functools.partial(mla_latent_attention_tuned, num_splits=splits,
+                                                  block_n=block_n, tma=tma), *shape)
 
 
 def test_tuned_launcher_rejects_tiles_it_cannot_lay_out():
