@@ -12,7 +12,8 @@
 
 Beside them: attention_args (the checks the attention launchers share), decode_config (the decode kernels'
 tiles and work partition, plain Python), triton_decode_merge (split decode's v3 plan helpers and its merges,
-reduce_splits and merge_chunks, which the cascade and MLA kernels use too).
+reduce_splits and merge_chunks, which the cascade and MLA kernels use too), triton_online_softmax (the
+online softmax's update for one tile, which the attention kernels call).
 
 Importing this package picks the backend first (`backend.configure()`: CUDA if present, else Triton's
 interpreter, which must be chosen before any kernel is decorated); `backend.describe()` says which. The
