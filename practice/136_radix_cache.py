@@ -16,7 +16,8 @@ tree takes over the caller's reference for the blocks it adopts); `evict` gives 
 Access time: a logical clock, self.clock, goes up by one at the start of every match_prefix and insert; the
 call sets last_access_time = self.clock on every node whose tokens it matches or adds (the root included)
 and on the upper half of a node it splits; the lower half keeps its time. Eviction is least recently used
-by last_access_time.
+by last_access_time. Only the order of the stamps is graded (through what evict frees), so whether a refused
+insert (ValueError below) ticks the clock changes no verdict.
 
 Arguments are read-only: no method changes a list it is given (token_ids and blocks stay the caller's).
 """
