@@ -404,10 +404,7 @@ def test_ctrl_c_while_the_judge_still_imports_torch_ends_it(tmp_path):
     for _ in range(3):
         proc = subprocess.Popen([sys.executable, "judge.py", "122", str(hangs), "--time-limit", "60"],
                                 cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 120
-        while not any(p.name.isdigit() and _parent_of(p) == proc.pid for p in Path("/proc").iterdir()):
-            assert time.monotonic() < deadline and proc.poll() is None
-            time.sleep(0.01)
+        _wait_for_a_child(proc)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=120)
         assert proc.returncode == 130, err[-2000:]
@@ -443,10 +440,7 @@ def test_ctrl_c_pressed_again_and_again_ends_the_judge_with_130(tmp_path):
     for _ in range(3):
         proc = subprocess.Popen([sys.executable, "judge.py", "122", str(hangs), "--no-sandbox"], cwd=ROOT,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 120
-        while not any(p.name.isdigit() and _parent_of(p) == proc.pid for p in Path("/proc").iterdir()):
-            assert time.monotonic() < deadline and proc.poll() is None
-            time.sleep(0.01)
+        _wait_for_a_child(proc)
         while proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 proc.send_signal(signal.SIGINT)
@@ -454,11 +448,14 @@ def test_ctrl_c_pressed_again_and_again_ends_the_judge_with_130(tmp_path):
         assert proc.returncode == 130, proc.stderr.read()[-2000:]
 
 
-def _parent_of(entry: Path) -> int | None:
-    try:
-        return int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return None
+def _wait_for_a_child(proc, timeout_s: float = 120) -> None:
+    """Until the judge `proc` has started a child (its grading has begun), while it runs."""
+    from pagedkv_lib.judge import isolation
+
+    deadline = time.monotonic() + timeout_s
+    while not isolation.children(proc.pid):
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.01)
 
 
 def test_judge_cli_list_columns_line_up_whatever_the_longest_notebook_title(capsys):
