@@ -75,6 +75,7 @@ def main(argv=None) -> int:
         return EXIT_BROKEN_PIPE
     finally:                                          # the process's own command, once interrupted, ends
         interrupted = interrupted or supervisor.INTERRUPTED.is_set()
+        supervisor.INTERRUPTED.clear()                # it is 130 now: a later grading here is not stopped
         if main_thread and not (interrupted and argv is None):
             signal.signal(signal.SIGINT, before)
 

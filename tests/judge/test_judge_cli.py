@@ -247,6 +247,23 @@ def test_judge_cli_a_second_ctrl_c_while_the_first_is_handled_still_exits_130(mo
     assert cli.main(["122", SOLUTION_PATH]) == 130
 
 
+def test_an_interrupted_command_line_leaves_no_interrupt_behind(monkeypatch):
+    """cli.main turns a Ctrl-C into 130 and is done with it: a grading later in the same process (a test
+    run, a notebook that called the command line) is not interrupted by that Ctrl-C."""
+    from pagedkv_lib.judge import grading
+
+    def interrupted(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(5)                                     # the handler runs before this ends
+        pytest.fail("the Ctrl-C was not raised")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(grading, "grade", interrupted)
+        assert cli.main(["122", SOLUTION_PATH]) == 130
+    (result,) = grade(122, [SOLUTION_PATH], isolation="fork")
+    assert result.ok, result.first_failure
+
+
 def test_judge_cli_usage_errors_exit_2(capsys):
     assert cli.main(["999"]) == 2
     assert cli.main(["122", "no/such/file.py"]) == 2
