@@ -58,9 +58,12 @@ def load_kernels() -> SimpleNamespace:
                            mla_tuned=triton_mla_decode_tuned, bf16=tl.bfloat16, torch=torch)
 
 
+DECODE_SPLITS = {1: 1, 2: 4, 3: None}          # per version: one pass, four splits, the planned chunks
+
+
 def decode_job(k, version: int) -> tuple:
-    c = k.decode.choose_config(B, H, H_KV, D, N, None if version == 3 else 1 if version == 1 else 4,
-                               num_sms=SMS, interpreted=False, version=version)
+    c = k.decode.choose_config(B, H, H_KV, D, N, DECODE_SPLITS[version], num_sms=SMS, interpreted=False,
+                               version=version)
     constexprs = dict(GQA, DOT_DTYPE=k.bf16, BLOCK_G=c.block_g, BLOCK_N=c.block_n, BLOCK_D=c.block_d,
                       K_SCALE_PTR=False, V_SCALE_PTR=False, USE_PDL=False,
                       NUM_SLOTS=c.num_splits, BLOCK_B=16)                      # the last two: v2's, v3's

@@ -67,16 +67,18 @@ def record(result, source: str = "file") -> None:
         return
     with contextlib.suppress(OSError), _locked():
         data = {k: v for k, v in read().items() if valid(v)}
-        old = data.get(str(result.exercise_id), {})
+        key = str(result.exercise_id)
+        old = data.get(key, {})
         if source == "notebook" and (result.verdict == NOT_IMPLEMENTED or
                                      (old.get("verdict") == PASSED and not result.ok)):
             return
-        data[str(result.exercise_id)] = {"verdict": result.verdict, "passed": result.passed,
-                                         "total": result.total, "file": result.label, "seed": result.seed,
-                                         "when": time.strftime("%Y-%m-%d %H:%M:%S"), "source": source}
+        kept = {"verdict": result.verdict, "passed": result.passed, "total": result.total,
+                "file": result.label, "seed": result.seed, "when": time.strftime("%Y-%m-%d %H:%M:%S"),
+                "source": source}
         measured = speed.status_entry((getattr(result, "bench", None) or {}).get("speed"), result.ok)
         if measured is not None and result.device == "cuda":            # beside the verdict it goes with
-            data[str(result.exercise_id)]["speed"] = measured
+            kept["speed"] = measured
+        data[key] = kept
         _write(data)
 
 
