@@ -7,6 +7,11 @@ is needed; a different hash asks for a timed before/after on a GPU (benchmarks/N
     python benchmarks/kernel_sass.py mla_tuned_tma    # some of them
     python benchmarks/kernel_sass.py --sass DIR       # also write each kernel's SASS to DIR (to diff)
 
+Arguments are specialised as Triton's JIT specialises them on the benchmarks' tensors: every pointer 16-byte
+aligned, and every integer the kernel does not exempt (`do_not_specialize`) a multiple of 16 (strides, head
+counts). Without that, the compiler cannot prove a row of K/V aligned: it emits 2-byte loads, more registers
+and spills, code the GPU never runs (the figures in benchmarks/NOTES.md before 2026-12-06's correction).
+
 It needs a triton with its CUDA backend (Linux wheels: ptxas and cuobjdump come with it), 3.4 or newer for
 `triton.knobs`. The shapes are the benchmarks' (Llama-style decode and prefill, DeepSeek-style MLA), bf16,
 with the launch options each launcher uses there.
@@ -119,14 +124,17 @@ def compile_for_h100(kernel, types: dict, constexprs: dict, options: dict):
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    signature, constants = {}, {}
+    signature, constants, attrs = {}, {}, {}
     for i, name in enumerate(kernel.arg_names):
         if name in constexprs:
             signature[name] = "constexpr"
             constants[(i,)] = constexprs[name]
         else:
             signature[name] = types.get(name, "*i32" if name.endswith("_ptr") else "i32")
-    return triton.compile(ASTSource(kernel, signature, constants), target=GPUTarget("cuda", 90, 32),
+            pointer, integer = signature[name].startswith("*"), signature[name] == "i32"
+            if pointer or integer and not kernel.params[i].do_not_specialize:
+                attrs[(i,)] = [["tt.divisibility", 16]]   # module docstring: the JIT's specialisation
+    return triton.compile(ASTSource(kernel, signature, constants, attrs), target=GPUTarget("cuda", 90, 32),
                           options=options)
 
 

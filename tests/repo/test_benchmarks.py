@@ -31,16 +31,17 @@ def test_benchmark_script_imports(name, monkeypatch):
 def test_bench_cascade_smoke_runs_end_to_end_and_checks_every_method(tmp_path):
     """bench_cascade.py --smoke (tiny shapes, the interpreter): every method runs, agrees with the fp32
     reference, and the table and JSON are written; the cascade's bytes count the prefix once; FlashInfer's
-    row, without FlashInfer, says "not installed" in the JSON and the table."""
+    row, without FlashInfer, says "not installed" in the JSON and the table; --suffix sets the own tokens."""
     import json
     import os
     import subprocess
 
     env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(BENCHMARKS.parent))
-    subprocess.run([sys.executable, "bench_cascade.py", "--smoke", "--out", str(tmp_path)], cwd=BENCHMARKS,
-                   env=env, check=True, capture_output=True, timeout=300)
+    subprocess.run([sys.executable, "bench_cascade.py", "--smoke", "--suffix", "7", "--out", str(tmp_path)],
+                   cwd=BENCHMARKS, env=env, check=True, capture_output=True, timeout=300)
     result = json.loads((tmp_path / "bench_cascade.json").read_text())
     (row,) = result["shapes"]
+    assert result["shape"]["suffix"] == row["suffix"] == 7
     methods = row["methods"]
     assert set(methods) == {"cascade", "cascade_m32_n16_w4_s2", "paged_v3", "sdpa", "flashinfer_cascade"}
     assert row["best_cascade_config"] == "cascade_m32_n16_w4_s2"      # the only alternative timed
@@ -52,6 +53,17 @@ def test_bench_cascade_smoke_runs_end_to_end_and_checks_every_method(tmp_path):
     if importlib.util.find_spec("flashinfer") is None:                # the optional baseline's row says so
         assert "not installed" in methods["flashinfer_cascade"]["error"]
         assert any("flashinfer_cascade" in line and "not installed" in line for line in text.splitlines())
+
+
+@pytest.mark.parametrize("kind", ["decode", "prefill"])
+def test_profile_kernels_runs_each_kernel_it_names(kind):
+    """profile_kernels.py launches the kernel a profiler is pointed at (the interpreter's tiny shapes on a
+    CPU): a renamed launcher or shape fails here, not under ncu on a rented GPU."""
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(BENCHMARKS.parent))
+    done = subprocess.run([sys.executable, "profile_kernels.py", kind], cwd=BENCHMARKS, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().endswith("out finite True"), done.stdout
 
 
 def test_bench_engine_gpu_smoke_runs_every_mode_and_traces_the_timeline(monkeypatch, tmp_path):
@@ -120,3 +132,7 @@ def test_kernel_sass_compiles_a_kernel_for_hopper_without_a_gpu(tmp_path):
     assert re.fullmatch(rf"decode_v1 +{usage} +sass [0-9a-f]{{16}}", lines[0]), lines
     sass = (tmp_path / "a" / "decode_v1.sass").read_text()
     assert "HMMA" in sass and "EXIT" in sass                          # tensor-core dots, a whole kernel
+    # compiled as the JIT compiles it for aligned tensors: K/V rows in 16-byte copies, nothing spilled (with
+    # unknown alignment the compiler loads them 2 bytes at a time and spills: code no GPU here runs)
+    assert "LDGSTS.E.BYPASS.128" in sass and "LDG.E.U16" not in sass, "K/V loads not vectorised"
+    assert " STACK:0 " in lines[0], lines
