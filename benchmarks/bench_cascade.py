@@ -2,16 +2,18 @@
 vs SDPA, with the bytes each reads and the floor those bytes set.
 
     PYTHONPATH=. python benchmarks/bench_cascade.py [--out benchmarks/results] [--budget-s 420] [--smoke]
+        [--prefixes 4096] [--suffix 256]
 
 Shapes: B in (64, 128, 256) sequences sharing a prefix of P in (1024, 4096, 8192) tokens, each with its own
-suffix of 64 tokens, one decode query each; H = 32 query heads, H_kv = 8, D = 128, block size 16, bf16. The
-prefix's blocks are the first columns of every block table (the same ids), the rest shuffled over the pool.
+suffix of 64 tokens (--suffix N: N tokens), one decode query each; H = 32 query heads, H_kv = 8, D = 128,
+block size 16, bf16. The prefix's blocks are the first columns of every block table (the same ids), the
+rest shuffled over the pool.
 Methods:
     cascade      triton_cascade_attention (prefix once for the batch, suffix through the decode kernel, merge)
-    paged_v3     triton_decode_attention with its defaults (v3, PDL where the device has it), all P + 64
-    sdpa         F.scaled_dot_product_attention under default dispatch on CONTIGUOUS K/V [B, H_kv, P+64, D],
-                 GQA folded into the query length (q viewed [B, H_kv, G, D]); the backend it picked is read
-                 from the profiler's kernel names
+    paged_v3     triton_decode_attention with its defaults (v3, PDL where the device has it), all P + suffix
+    sdpa         F.scaled_dot_product_attention under default dispatch on CONTIGUOUS K/V
+                 [B, H_kv, P + suffix, D], GQA folded into the query length (q viewed [B, H_kv, G, D]); the
+                 backend it picked is read from the profiler's kernel names
     cascade_m*   the cascade with the prefix kernel's other tiles and warps (CONFIGS); the table shows the
                  fastest of them, the speedups are the default's
     flashinfer_cascade  FlashInfer's MultiLevelCascadeAttentionWrapper, 2 levels (flashinfer_baselines.py;
@@ -201,10 +203,13 @@ def main() -> None:
     ap.add_argument("--smoke", action="store_true", help="tiny shapes in the interpreter (CPU)")
     ap.add_argument("--budget-s", type=float, default=420.0)
     ap.add_argument("--prefixes", help="comma-separated shared prefix lengths (default: all)")
+    ap.add_argument("--suffix", type=int, help="each sequence's own tokens after the prefix (default: 64)")
     args = ap.parse_args()
     shape = dict(SMOKE if args.smoke or not gh.CUDA else FULL)
     if args.prefixes:
         shape["prefixes"] = tuple(int(x) for x in args.prefixes.split(","))
+    if args.suffix:
+        shape["suffix"] = args.suffix
     out = Path(args.out)
     budget = gh.Budget(args.budget_s)
     dims = {k: v for k, v in shape.items() if k not in ("batches", "prefixes")}
