@@ -4,15 +4,17 @@
 # the notebooks' wheelhouse (benchmarks/run_notebooks_gpu.sh says which) in NB_WHEELS:
 #
 #     FI_WHEELS=.fiwhl NB_WHEELS=.whl bash benchmarks/run_flashinfer_h100.sh "$OUT" [notebooks|none] \
-#         [mla,decode,cascade,prefill,profile]
+#         [mla,decode,cascade,prefill,profile,profile_prefill,profile_decode]
 #
-# WARM_JOBS (flashinfer_baselines.py --jobs) and DECODE_SHAPES (bench_decode.py --shapes) narrow a run.
+# WARM_JOBS (flashinfer_baselines.py --jobs) and DECODE_SHAPES (bench_decode.py --shapes) narrow a run;
+# CASCADE_SUFFIX is the cascade's own tokens per sequence (default 256, issue 39's shape).
 #
 # 1. FlashInfer's modules JIT-compiled in the background (flashinfer_baselines.py --warm) while the MLA
 #    kernel tests and the notebooks (4 at a time, nbclient; "none" skips them) run; then, alone on the GPU,
 # 2. bench_mla.py (C = 4096, B 1/8/64/128), bench_decode.py, bench_cascade.py (prefix 4096),
 #    bench_prefill.py, each with its FlashInfer rows; `profile`: Nsight Compute's sections of the tuned MLA
-#    kernel at B = 64 (pointers, then TMA).
+#    kernel at B = 64 (pointers, then TMA); `profile_prefill`: of the prefill kernel at cold 8x2048 and
+#    32x512; `profile_decode`: of the decode kernel and its merge at 1x4096 (benchmarks/profile_kernels.py).
 # FLASHINFER_WORKSPACE_BASE=$FI_CACHE (default /tmp/fi_ws) holds the compiled modules (too large to bring
 # back within the device's 64 MiB: every call builds them again, in the background).
 # Everything lands in $OUT/fi_run.tar.gz (extract into benchmarks/results/flashinfer_run) and the tables
@@ -26,6 +28,8 @@ DEADLINE_S="${DEADLINE_S:-560}"
 TARBALL=fi_run.tar.gz
 SUMMARY_TAIL=30
 source "$(dirname "$0")/gpu_run_steps.sh"
+NCU=(ncu --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats
+     --section SchedulerStats --section MemoryWorkloadAnalysis --launch-skip 2)
 export FI_CACHE="${FI_CACHE:-/tmp/fi_ws}"
 export FLASHINFER_WORKSPACE_BASE="$FI_CACHE" FLASHINFER_CUDA_ARCH_LIST=9.0a TORCH_CUDA_ARCH_LIST=9.0a
 export MAX_JOBS=$(nproc)
@@ -61,14 +65,19 @@ for bench in ${BENCHES//,/ }; do
                  --batches 1,8,64,128 --budget-s 150 ;;
         decode) step bench_decode 80 "$PY" -u benchmarks/bench_decode.py --out "$RUN" --budget-s 60 \
                     ${DECODE_SHAPES:+--shapes "$DECODE_SHAPES"} ;;
-        cascade) step bench_cascade 70 "$PY" -u benchmarks/bench_cascade.py --out "$RUN" --prefixes 4096 \
-                     --budget-s 50 ;;
+        cascade) step bench_cascade 90 "$PY" -u benchmarks/bench_cascade.py --out "$RUN" --prefixes 4096 \
+                     --suffix "${CASCADE_SUFFIX:-256}" --budget-s 70 ;;
         prefill) step bench_prefill 70 "$PY" -u benchmarks/bench_prefill.py --out "$RUN" --budget-s 50 ;;
         profile) for tma in "" --tma; do
-                     step "ncu_mla${tma:+_tma}" 60 ncu --section SpeedOfLight --section Occupancy \
-                         --section LaunchStats --section WarpStateStats -k regex:_mla_decode_tuned \
-                         --launch-skip 2 -c 1 "$PY" benchmarks/profile_mla_tuned.py $tma
+                     step "ncu_mla${tma:+_tma}" 60 "${NCU[@]}" -k regex:_mla_decode_tuned -c 1 \
+                         "$PY" benchmarks/profile_kernels.py mla $tma
                  done ;;
+        profile_prefill) for shape in cold8x2048 cold32x512; do
+                             step "ncu_prefill_$shape" 90 "${NCU[@]}" -k regex:_prefill_attention_kernel -c 1 \
+                                 "$PY" benchmarks/profile_kernels.py prefill --shape "$shape"
+                         done ;;
+        profile_decode) step ncu_decode_1x4096 60 "${NCU[@]}" -k "regex:chunked_decode_kernel|_merge_chunks" \
+                            -c 2 "$PY" benchmarks/profile_kernels.py decode --shape 1x4096 ;;
     esac
 done
 echo "done in $(( $(date +%s) - START )) s"
