@@ -12,9 +12,10 @@
 # 1. FlashInfer's modules JIT-compiled in the background (flashinfer_baselines.py --warm) while the MLA
 #    kernel tests and the notebooks (4 at a time, nbclient; "none" skips them) run; then, alone on the GPU,
 # 2. bench_mla.py (C = 4096, B 1/8/64/128), bench_decode.py, bench_cascade.py (prefix 4096),
-#    bench_prefill.py, each with its FlashInfer rows; `profile`: Nsight Compute's sections of the tuned MLA
-#    kernel at B = 64 (pointers, then TMA); `profile_prefill`: of the prefill kernel at cold 8x2048 and
-#    32x512; `profile_decode`: of the decode kernel and its merge at 1x4096 (benchmarks/profile_kernels.py).
+#    bench_prefill.py, each with its FlashInfer rows (and vLLM's kernel's, where `.vllm` holds it). The
+#    profiles run during step 1: `profile`: Nsight Compute's sections of the tuned MLA kernel at B = 64
+#    (pointers, then TMA); `profile_prefill`: of the prefill kernel at cold 8x2048 and 32x512;
+#    `profile_decode`: of the decode kernel and its merge at 1x4096 (benchmarks/profile_kernels.py).
 # FLASHINFER_WORKSPACE_BASE=$FI_CACHE (default /tmp/fi_ws) holds the compiled modules (too large to bring
 # back within the device's 64 MiB: every call builds them again, in the background).
 # Everything lands in $OUT/fi_run.tar.gz (extract into benchmarks/results/flashinfer_run) and the tables
@@ -55,19 +56,16 @@ if [ "$NOTEBOOKS" = notebooks ] && [ -d "${NB_WHEELS:-.whl}" ]; then
       done
       wait ) &
 fi
-step kernel_tests 150 "${PYTEST[@]}" tests/kernels/test_kernels_mla_decode.py tests/core/test_mla_attention.py \
-    tests/kernels/test_kernels_cascade_attention.py
-wait
-echo "flashinfer warm-up done after $(( $(date +%s) - START )) s" | tee -a "$RUN/steps.txt"
-for bench in ${BENCHES//,/ }; do
-    case $bench in
+# bench NAME: one entry of the third argument
+bench() {
+    case $1 in
         mla) step bench_mla 170 "$PY" -u benchmarks/bench_mla.py --out "$RUN" --contexts 4096 \
                  --batches 1,8,64,128 --budget-s 150 ;;
-        decode) step bench_decode 80 "$PY" -u benchmarks/bench_decode.py --out "$RUN" --budget-s 60 \
+        decode) step bench_decode 110 "$PY" -u benchmarks/bench_decode.py --out "$RUN" --budget-s 90 \
                     ${DECODE_SHAPES:+--shapes "$DECODE_SHAPES"} ;;
         cascade) step bench_cascade 90 "$PY" -u benchmarks/bench_cascade.py --out "$RUN" --prefixes 4096 \
                      --suffix "${CASCADE_SUFFIX:-256}" --budget-s 70 ;;
-        prefill) step bench_prefill 70 "$PY" -u benchmarks/bench_prefill.py --out "$RUN" --budget-s 50 ;;
+        prefill) step bench_prefill 100 "$PY" -u benchmarks/bench_prefill.py --out "$RUN" --budget-s 80 ;;
         profile) for tma in "" --tma; do
                      step "ncu_mla${tma:+_tma}" 60 "${NCU[@]}" -k regex:_mla_decode_tuned -c 1 \
                          "$PY" benchmarks/profile_kernels.py mla $tma
@@ -79,5 +77,18 @@ for bench in ${BENCHES//,/ }; do
         profile_decode) step ncu_decode_1x4096 60 "${NCU[@]}" -k "regex:chunked_decode_kernel|_merge_chunks" \
                             -c 2 "$PY" benchmarks/profile_kernels.py decode --shape 1x4096 ;;
     esac
+}
+
+# on the GPU while FlashInfer compiles on the CPUs: the kernel tests, then the profiles (Nsight Compute
+# replays each kernel alone, so a busy CPU does not change what it reads); the timed benchmarks after
+step kernel_tests 150 "${PYTEST[@]}" tests/kernels/test_kernels_mla_decode.py tests/core/test_mla_attention.py \
+    tests/kernels/test_kernels_cascade_attention.py
+for name in ${BENCHES//,/ }; do
+    [[ $name == profile* ]] && bench "$name"
+done
+wait
+echo "flashinfer warm-up done after $(( $(date +%s) - START )) s" | tee -a "$RUN/steps.txt"
+for name in ${BENCHES//,/ }; do
+    [[ $name == profile* ]] || bench "$name"
 done
 echo "done in $(( $(date +%s) - START )) s"
