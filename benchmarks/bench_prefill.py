@@ -20,6 +20,7 @@ The kernel that really ran is read from the profiler (`backend`): a forced backe
 to another inside the causal-bias path. FlashInfer's BatchPrefillWithPagedKVCacheWrapper, backends fa2 and
 fa3, on the same paged caches where FlashInfer is installed (flashinfer_baselines.py); issue 39's targets
 compare the kernel with the faster of fa3 and the best SDPA row.
+`vllm_unified`: vLLM's own Triton kernel (triton_unified_attention.py, vllm_baselines.py) on the same caches.
 """
 import argparse
 import contextlib
@@ -32,6 +33,7 @@ import flashinfer_baselines as fi
 import gpu_harness as gh
 import torch
 import torch.nn.functional as F
+import vllm_baselines as vb
 from attention_workloads import (
     H_KV,
     PREFILL_SHAPES,
@@ -180,6 +182,12 @@ def bench_shape(name, tuned, tuned_fp8, samples, matmul_tflops) -> dict:
             gh.attempt(entry, measure, entry, calls, ref, flops, samples)
         gh.log(f"  {name} {label:>16} " + (f"{entry['us']:9.1f} us {entry['tflops']:6.1f} TFLOP/s"
                                             if "us" in entry else entry.get("error", "")[:100]))
+    entry = row["methods"].setdefault("vllm_unified", {"backend": vb.describe(), "source": vb.source()})
+    calls = gh.attempt(entry, vb.prefill_calls, sets, SCALE)
+    if calls:
+        gh.attempt(entry, measure, entry, calls, ref, flops, samples)
+    gh.log(f"  {name} {'vllm_unified':>16} " + (f"{entry['us']:9.1f} us {entry['tflops']:6.1f} TFLOP/s"
+                                                 if "us" in entry else entry.get("error", "")[:100]))
     for a, b in (("triton_fp8", "triton"), ("triton_fp8_tuned", "triton_tuned")):   # default vs default
         fp8, bf16 = row["methods"].get(a, {}), row["methods"].get(b, {})
         if "us" in bf16 and "us" in fp8:
