@@ -27,6 +27,7 @@ import functools
 import hashlib
 import importlib
 import importlib.util
+import inspect
 import logging
 import os
 import sys
@@ -41,6 +42,10 @@ PACKAGE_MODULES = ("vllm.attention.ops.triton_unified_attention",          # whe
                    "vllm.v1.attention.ops.triton_unified_attention")
 SHIMMED = ("vllm", "vllm.logger", "vllm.platforms", "vllm.triton_utils")
 MAX_TILE = 64                       # the table is padded to cover this many tokens past the last block
+# vLLM's file as stored at 001ceb3e launches its 2D kernel with two keyword names that kernel does not have
+# (it names them USE_MM_PREFIX and mm_prefix_ranges): every launch of it raises TypeError. The loader renames
+# them at the launch where the kernel has the new names and not the old, and the source says so.
+RENAMED_2D = {"USE_PREFIX_LM": "USE_MM_PREFIX", "prefix_lens_ptr": "mm_prefix_ranges"}
 _loaded: dict = {}                  # src path -> (module, source dict)
 
 
@@ -94,6 +99,30 @@ def _from_package():
     return None
 
 
+class _RenamedLaunch:
+    """kernel[grid](**kwargs) with kwargs renamed by `names`: vLLM's launch, with its names matched."""
+
+    def __init__(self, kernel, names: dict):
+        self.kernel, self.names = kernel, names
+
+    def __getitem__(self, grid):
+        launch = self.kernel[grid]
+        return lambda *args, **kwargs: launch(*args, **{self.names.get(k, k): v for k, v in kwargs.items()})
+
+
+def _match_2d_names(module) -> dict:
+    """Wrap module.kernel_unified_attention_2d when its parameters have RENAMED_2D's new names and not the
+    old ones (the launch in the same file uses the old); returns the renaming applied ({} if none)."""
+    kernel = getattr(module, "kernel_unified_attention_2d", None)
+    if kernel is None:
+        return {}
+    params = set(inspect.signature(kernel.fn).parameters)
+    if params.isdisjoint(RENAMED_2D) and params.issuperset(RENAMED_2D.values()):
+        module.kernel_unified_attention_2d = _RenamedLaunch(kernel, RENAMED_2D)
+        return dict(RENAMED_2D)
+    return {}
+
+
 def _from_file(path: Path):
     data = path.read_bytes()
     saved = {name: sys.modules[name] for name in SHIMMED if name in sys.modules}
@@ -112,7 +141,9 @@ def _from_file(path: Path):
         for name in SHIMMED:
             sys.modules.pop(name, None)
         sys.modules.update(saved)
-    return module, dict(kind="file", path=str(path), sha256=hashlib.sha256(data).hexdigest(), bytes=len(data))
+    renamed = _match_2d_names(module)
+    return module, dict(kind="file", path=str(path), sha256=hashlib.sha256(data).hexdigest(), bytes=len(data),
+                        **({"renamed_2d_launch_names": renamed} if renamed else {}))
 
 
 def load():
@@ -159,6 +190,8 @@ def describe() -> str:
         where = f"vllm {src['version']}"
     elif src["kind"] == "file":
         where = f"file sha256 {src['sha256'][:12]}"
+        if src.get("renamed_2d_launch_names"):
+            where += ", its 2D launch's two argument names matched to its kernel"
     else:
         return f"vLLM Triton triton_unified_attention.py: {src['reason']}"
     return f"vLLM Triton triton_unified_attention.py ({where})"

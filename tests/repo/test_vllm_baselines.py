@@ -147,3 +147,55 @@ def test_prefill_adapter_hands_vllm_the_courses_varlen_batch(fake):
     assert got["seqused_k"].tolist() == seq_lens and got["seqused_k"].dtype == torch.int32
     assert got["max_seqlen_k"] == 13 and type(got["max_seqlen_k"]) is int
     _common(got, s, S, 0.25)
+
+
+LAUNCH = '''
+from vllm.triton_utils import tl, triton
+
+LAUNCHED = []
+
+
+class Kernel:
+    """A stand-in @triton.jit kernel: `fn` with the kernel's parameters, kernel[grid](**kwargs) records."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __getitem__(self, grid):
+        return lambda **kwargs: LAUNCHED.append((grid, kwargs))
+
+
+def _2d(output_ptr, USE_MM_PREFIX, mm_prefix_ranges):   # the kernel's names
+    pass
+
+
+kernel_unified_attention_2d = Kernel(_2d)
+
+
+def unified_attention(out, prefix_lens=None):                # the launch's names, as in the stored file
+    kernel_unified_attention_2d[(3, 2)](output_ptr=out, USE_PREFIX_LM=prefix_lens is not None,
+                                        prefix_lens_ptr=prefix_lens)
+'''
+
+
+@pytest.mark.parametrize("kernel_names", ["new", "old"])
+def test_the_2d_launch_names_are_matched_only_where_they_differ(modules, tmp_path, monkeypatch, kernel_names):
+    """The file as stored launches kernel_unified_attention_2d with USE_PREFIX_LM / prefix_lens_ptr while the
+    kernel names them USE_MM_PREFIX / mm_prefix_ranges: the loader renames them at the launch, and says so; a
+    file whose kernel has the launch's names is left alone."""
+    vb, _ = modules
+    text = LAUNCH if kernel_names == "new" else LAUNCH.replace(
+        "USE_MM_PREFIX, mm_prefix_ranges", "USE_PREFIX_LM, prefix_lens_ptr")
+    path = tmp_path / "triton_unified_attention.py"
+    path.write_text(text)
+    monkeypatch.setenv("VLLM_TRITON_SRC", str(path))
+    module, src = vb.load()
+    module.unified_attention("out")
+    ((grid, kwargs),) = module.LAUNCHED
+    assert grid == (3, 2) and kwargs["output_ptr"] == "out"
+    if kernel_names == "new":
+        assert kwargs == dict(output_ptr="out", USE_MM_PREFIX=False, mm_prefix_ranges=None)
+        assert src["renamed_2d_launch_names"] == vb.RENAMED_2D and "names matched" in vb.describe()
+    else:
+        assert kwargs == dict(output_ptr="out", USE_PREFIX_LM=False, prefix_lens_ptr=None)
+        assert "renamed_2d_launch_names" not in src and "names matched" not in vb.describe()
