@@ -175,19 +175,18 @@ def bench_shape(name, tuned, tuned_fp8, samples, matmul_tflops) -> dict:
         gh.log(f"  {name} {label:>16} " + (f"{entry['us']:9.1f} us {entry['tflops']:6.1f} TFLOP/s "
                                             f"[{entry.get('backend')}, gqa {entry.get('gqa')}]"
                                             if "us" in entry else entry.get("error", "")[:100]))
-    for label, backend in FLASHINFER.items():
-        entry = row["methods"].setdefault(label, {"backend": f"flashinfer {fi.version()} {backend}"})
-        calls = gh.attempt(entry, fi.prefill_calls, sets, S, (H, H_KV, D), SCALE, backend)
+    peers = {label: ({"backend": f"flashinfer {fi.version()} {backend}"},              # libraries' kernels
+                     functools.partial(fi.prefill_calls, sets, S, (H, H_KV, D), SCALE, backend))
+             for label, backend in FLASHINFER.items()}
+    peers["vllm_unified"] = ({"backend": vb.describe(), "source": vb.source()},
+                             functools.partial(vb.prefill_calls, sets, SCALE))
+    for label, (described, make) in peers.items():
+        entry = row["methods"].setdefault(label, described)
+        calls = gh.attempt(entry, make)
         if calls:
             gh.attempt(entry, measure, entry, calls, ref, flops, samples)
         gh.log(f"  {name} {label:>16} " + (f"{entry['us']:9.1f} us {entry['tflops']:6.1f} TFLOP/s"
                                             if "us" in entry else entry.get("error", "")[:100]))
-    entry = row["methods"].setdefault("vllm_unified", {"backend": vb.describe(), "source": vb.source()})
-    calls = gh.attempt(entry, vb.prefill_calls, sets, SCALE)
-    if calls:
-        gh.attempt(entry, measure, entry, calls, ref, flops, samples)
-    gh.log(f"  {name} {'vllm_unified':>16} " + (f"{entry['us']:9.1f} us {entry['tflops']:6.1f} TFLOP/s"
-                                                 if "us" in entry else entry.get("error", "")[:100]))
     for a, b in (("triton_fp8", "triton"), ("triton_fp8_tuned", "triton_tuned")):   # default vs default
         fp8, bf16 = row["methods"].get(a, {}), row["methods"].get(b, {})
         if "us" in bf16 and "us" in fp8:
