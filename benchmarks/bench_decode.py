@@ -15,6 +15,7 @@ baseline's); `flash_varlen`: aten._flash_attention_forward on packed ragged K/V 
 FlashInfer's BatchDecodeWithPagedKVCacheWrapper on the same paged caches, on CUDA cores
 (`flashinfer_decode`) and tensor cores (`flashinfer_decode_tc`), where FlashInfer is installed
 (flashinfer_baselines.py; elsewhere the rows say "not installed"); the targets compare v3 with the faster.
+`vllm_unified`: vLLM's own Triton kernel (triton_unified_attention.py, vllm_baselines.py) on the bf16 caches.
 The library's rows use its defaults (PDL where the device has it); triton_vN times DecodeConfig version N,
 whose kernel the table's note names (triton_decode_attention.KERNELS: v1 paged_decode_kernel, v2
 split_kv_decode_kernel + reduce_splits, v3 chunked_decode_kernel + merge_chunks); `triton_tuned` the sweep's
@@ -33,6 +34,7 @@ import flashinfer_baselines as fi
 import gpu_harness as gh
 import torch
 import torch.nn.functional as F
+import vllm_baselines as vb
 from attention_workloads import (
     DECODE_SHAPES,
     DEVICE,
@@ -148,9 +150,12 @@ def bench_shape(name, tuned, copy_gbs, samples) -> dict:
     methods["flash_varlen"] = lambda: (flash_varlen_calls(sets), None)
     for label, tensor_cores in FLASHINFER.items():
         methods[label] = functools.partial(flashinfer_calls, sets, S, tensor_cores)
+    methods["vllm_unified"] = lambda: (vb.decode_calls(sets, S, SCALE), None)       # bf16 caches only
     ref8 = decode_reference(sets[0], SCALE, fp8=True) if fp8 else None
     for label, make in methods.items():
         entry = row["methods"].setdefault(label, {})
+        if label == "vllm_unified":                                     # which vLLM code, even if none
+            entry.update(backend=vb.describe(), source=vb.source())
         made = gh.attempt(entry, make)
         if made is None:
             continue

@@ -20,6 +20,7 @@ The kernel that really ran is read from the profiler (`backend`): a forced backe
 to another inside the causal-bias path. FlashInfer's BatchPrefillWithPagedKVCacheWrapper, backends fa2 and
 fa3, on the same paged caches where FlashInfer is installed (flashinfer_baselines.py); issue 39's targets
 compare the kernel with the faster of fa3 and the best SDPA row.
+`vllm_unified`: vLLM's own Triton kernel (triton_unified_attention.py, vllm_baselines.py) on the same caches.
 """
 import argparse
 import contextlib
@@ -32,6 +33,7 @@ import flashinfer_baselines as fi
 import gpu_harness as gh
 import torch
 import torch.nn.functional as F
+import vllm_baselines as vb
 from attention_workloads import (
     H_KV,
     PREFILL_SHAPES,
@@ -173,9 +175,14 @@ def bench_shape(name, tuned, tuned_fp8, samples, matmul_tflops) -> dict:
         gh.log(f"  {name} {label:>16} " + (f"{entry['us']:9.1f} us {entry['tflops']:6.1f} TFLOP/s "
                                             f"[{entry.get('backend')}, gqa {entry.get('gqa')}]"
                                             if "us" in entry else entry.get("error", "")[:100]))
-    for label, backend in FLASHINFER.items():
-        entry = row["methods"].setdefault(label, {"backend": f"flashinfer {fi.version()} {backend}"})
-        calls = gh.attempt(entry, fi.prefill_calls, sets, S, (H, H_KV, D), SCALE, backend)
+    peers = {label: ({"backend": f"flashinfer {fi.version()} {backend}"},              # libraries' kernels
+                     functools.partial(fi.prefill_calls, sets, S, (H, H_KV, D), SCALE, backend))
+             for label, backend in FLASHINFER.items()}
+    peers["vllm_unified"] = ({"backend": vb.describe(), "source": vb.source()},
+                             functools.partial(vb.prefill_calls, sets, SCALE))
+    for label, (described, make) in peers.items():
+        entry = row["methods"].setdefault(label, described)
+        calls = gh.attempt(entry, make)
         if calls:
             gh.attempt(entry, measure, entry, calls, ref, flops, samples)
         gh.log(f"  {name} {label:>16} " + (f"{entry['us']:9.1f} us {entry['tflops']:6.1f} TFLOP/s"
