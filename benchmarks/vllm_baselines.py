@@ -44,7 +44,9 @@ SHIMMED = ("vllm", "vllm.logger", "vllm.platforms", "vllm.triton_utils")
 MAX_TILE = 64                       # the table is padded to cover this many tokens past the last block
 # vLLM's file as stored at 001ceb3e launches its 2D kernel with two keyword names that kernel does not have
 # (it names them USE_MM_PREFIX and mm_prefix_ranges): every launch of it raises TypeError. The loader renames
-# them at the launch where the kernel has the new names and not the old, and the source says so.
+# them at the launch where the kernel has the new names and not the old, and the source says so. The kernel
+# types mm_prefix_ranges tl.int64, which refuses the launch's None on a GPU (TypeError; the interpreter takes
+# it): it is passed as 0, a value the kernel never reads while USE_MM_PREFIX is False.
 RENAMED_2D = {"USE_PREFIX_LM": "USE_MM_PREFIX", "prefix_lens_ptr": "mm_prefix_ranges"}
 _loaded: dict = {}                  # src path -> (module, source dict)
 
@@ -107,7 +109,13 @@ class _RenamedLaunch:
 
     def __getitem__(self, grid):
         launch = self.kernel[grid]
-        return lambda *args, **kwargs: launch(*args, **{self.names.get(k, k): v for k, v in kwargs.items()})
+
+        def renamed(*args, **kwargs):
+            kwargs = {self.names.get(k, k): v for k, v in kwargs.items()}
+            if kwargs.get("mm_prefix_ranges", 0) is None and not kwargs.get("USE_MM_PREFIX"):
+                kwargs["mm_prefix_ranges"] = 0                            # an int64 argument, never read
+            return launch(*args, **kwargs)
+        return renamed
 
 
 def _match_2d_names(module) -> dict:

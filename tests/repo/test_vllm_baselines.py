@@ -181,8 +181,9 @@ def unified_attention(out, prefix_lens=None):                # the launch's name
 @pytest.mark.parametrize("kernel_names", ["new", "old"])
 def test_the_2d_launch_names_are_matched_only_where_they_differ(modules, tmp_path, monkeypatch, kernel_names):
     """The file as stored launches kernel_unified_attention_2d with USE_PREFIX_LM / prefix_lens_ptr while the
-    kernel names them USE_MM_PREFIX / mm_prefix_ranges: the loader renames them at the launch, and says so; a
-    file whose kernel has the launch's names is left alone."""
+    kernel names them USE_MM_PREFIX / mm_prefix_ranges: the loader renames them at the launch (an unused None
+    range as 0, what the kernel's int64 parameter takes on a GPU), and says so; a file whose kernel has the
+    launch's names is left alone."""
     vb, _ = modules
     text = LAUNCH if kernel_names == "new" else LAUNCH.replace(
         "USE_MM_PREFIX, mm_prefix_ranges", "USE_PREFIX_LM, prefix_lens_ptr")
@@ -194,7 +195,7 @@ def test_the_2d_launch_names_are_matched_only_where_they_differ(modules, tmp_pat
     ((grid, kwargs),) = module.LAUNCHED
     assert grid == (3, 2) and kwargs["output_ptr"] == "out"
     if kernel_names == "new":
-        assert kwargs == dict(output_ptr="out", USE_MM_PREFIX=False, mm_prefix_ranges=None)
+        assert kwargs == dict(output_ptr="out", USE_MM_PREFIX=False, mm_prefix_ranges=0)   # int64: not None
         assert src["renamed_2d_launch_names"] == vb.RENAMED_2D and "names matched" in vb.describe()
     else:
         assert kwargs == dict(output_ptr="out", USE_PREFIX_LM=False, prefix_lens_ptr=None)
