@@ -414,10 +414,10 @@ print(bench_findings.target_verdicts(results.stored_text("bench_decode.txt")) or
 # cores (`flashinfer_decode_tc`). Every row of a shape comes from one process, so the times compare:
 
 # %%
-fi_decode = results.stored("flashinfer_run/bench_decode.json")
+fi_decode = results.stored("flashinfer_run4/bench_decode.json")
 print(bench_findings.flashinfer_table(fi_decode, ("triton_v3", "sdpa_default"),
                                       ("flashinfer_decode", "flashinfer_decode_tc"))
-      if fi_decode else "no FlashInfer run stored (benchmarks/results/flashinfer_run/)")
+      if fi_decode else "no FlashInfer run stored (benchmarks/results/flashinfer_run4/)")
 
 # %% [markdown]
 # - **The kernel wins on ragged and small batches.** v3 cuts the actual contexts into chunks of equal work,

@@ -260,10 +260,10 @@ print(bench_findings.target_verdicts(results.stored_text("bench_prefill.txt")) o
 # them, one process per shape:
 
 # %%
-fi_prefill = results.stored("flashinfer_run/bench_prefill.json")
+fi_prefill = results.stored("flashinfer_run4/bench_prefill.json")
 print(bench_findings.flashinfer_table(fi_prefill, ("triton", "sdpa_default"),
                                       ("flashinfer_fa2", "flashinfer_fa3"))
-      if fi_prefill else "no FlashInfer run stored (benchmarks/results/flashinfer_run/)")
+      if fi_prefill else "no FlashInfer run stored (benchmarks/results/flashinfer_run4/)")
 
 # %% [markdown]
 # Compute-bound, as the roofline says: the kernel runs well below the dense matmul's rate (the end of each

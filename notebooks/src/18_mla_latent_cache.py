@@ -300,9 +300,9 @@ print("Triton (float32) = multi-head (float64) to 1e-5:",
 from pagedkv_lib.studies import results
 from pagedkv_lib.viz import bench_findings
 
-fi_mla = results.stored("flashinfer_run3/bench_mla.json")
+fi_mla = results.stored("flashinfer_run4/bench_mla.json")
 print(bench_findings.mla_flashinfer_table(fi_mla) if fi_mla
-      else "no run stored (benchmarks/results/flashinfer_run3/)")
+      else "no run stored (benchmarks/results/flashinfer_run4/)")
 
 # %% [markdown]
 # ## Exercises

@@ -236,15 +236,15 @@ print(cascade_findings(results.stored("bench_cascade.json")))
 # %% [markdown]
 # **Beside FlashInfer.** FlashInfer's `MultiLevelCascadeAttentionWrapper` does the same with two levels
 # (level 0: every query against the shared prefix, level 1: each sequence's own blocks, then a merge). An
-# H100 run timed it beside the course's cascade and plain paged decode at a 4k-token prefix, in one
-# process per shape:
+# H100 run timed it beside the course's cascade and plain paged decode at a 4k-token prefix and 256 tokens
+# of each sequence's own, in one process per shape:
 
 # %%
 from pagedkv_lib.viz import bench_findings
 
-fi_cascade = results.stored("flashinfer_run3/bench_cascade.json")
+fi_cascade = results.stored("flashinfer_run4/bench_cascade.json")
 print(bench_findings.flashinfer_table(fi_cascade, ("cascade", "paged_v3"), ("flashinfer_cascade",))
-      if fi_cascade else "no FlashInfer run stored (benchmarks/results/flashinfer_run3/)")
+      if fi_cascade else "no FlashInfer run stored (benchmarks/results/flashinfer_run4/)")
 
 # %% [markdown]
 # Two things in these lines are not what the bytes alone predict. Plain paged decode can run faster than

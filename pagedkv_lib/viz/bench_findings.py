@@ -202,8 +202,9 @@ def target_verdicts(report: str | None) -> str:
 def flashinfer_table(result: dict, ours: tuple[str, ...], theirs: tuple[str, ...]) -> str:
     """The course's rows `ours` beside FlashInfer's rows `theirs` (benchmarks/flashinfer_baselines.py), one
     line per shape of a decode, prefill or cascade result, in microseconds, then how the first of `ours`
-    compares with the fastest FlashInfer row that ran. A row that did not run shows its error's first words
-    ("not installed" where FlashInfer was not there)."""
+    compares with the fastest FlashInfer row that ran. A cascade shape is named by its batch, its shared
+    prefix and each sequence's own tokens. A row that did not run shows its error's first words ("not
+    installed" where FlashInfer was not there)."""
     device = result.get("env", {}).get("device", "no GPU")
     header = " ".join(f"{m:>22}" for m in ours + theirs)
     lines = [f"{device}, one process (benchmarks/flashinfer_baselines.py); microseconds",
@@ -211,7 +212,7 @@ def flashinfer_table(result: dict, ours: tuple[str, ...], theirs: tuple[str, ...
     for row in result["shapes"]:
         if "methods" not in row:
             continue
-        name = row["shape"] if "shape" in row else f"B={row['B']}, prefix {row.get('prefix')}"
+        name = row["shape"] if "shape" in row else f"B={row['B']}, {row.get('prefix')} + {row.get('suffix')}"
         cells = []
         for m in ours + theirs:
             entry = row["methods"].get(m, {})

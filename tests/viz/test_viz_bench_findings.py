@@ -67,7 +67,7 @@ def test_target_verdicts_are_the_benchmarks_own_lines(tmp_path):
 def test_flashinfer_tables_quote_the_stored_run_and_name_a_missing_flashinfer():
     """Notebooks 11, 12, 18 and 21 print FlashInfer's rows from the H100 run; without FlashInfer a row shows
     its error's first words ("FlashInferMissing: not installed") and the verdict column a dash."""
-    decode = results.load("flashinfer_run/bench_decode.json")
+    decode = results.load("flashinfer_run4/bench_decode.json")
     text = bf.flashinfer_table(decode, ("triton_v3",), ("flashinfer_decode", "flashinfer_decode_tc"))
     row = next(r for r in decode["shapes"] if r["shape"] == "1x4096")
     assert f"{row['methods']['flashinfer_decode']['us']:.1f}" in text and "1x4096" in text
@@ -77,6 +77,9 @@ def test_flashinfer_tables_quote_the_stored_run_and_name_a_missing_flashinfer():
             r["methods"][m] = {"error": "FlashInferMissing: not installed (ModuleNotFoundError)"}
     lines = bf.flashinfer_table(missing, ("triton_v3",), ("flashinfer_decode",)).split("\n")[2:]
     assert lines and all("FlashInferMissing: not" in line and line.endswith("   -") for line in lines)
-    mla = results.load("flashinfer_run/bench_mla.json")
+    mla = results.load("flashinfer_run4/bench_mla.json")
     table = bf.mla_flashinfer_table(mla)
     assert all(f"{r['flashinfer_fa3']['us']:.1f}" in table for r in mla["shapes"])
+    cascade = results.load("flashinfer_run4/bench_cascade.json")                 # rows: B, prefix + own
+    lines = bf.flashinfer_table(cascade, ("cascade",), ("flashinfer_cascade",)).split("\n")[2:]
+    assert [line.split()[:4] for line in lines] == [[f"B={B},", "4096", "+", "256"] for B in (64, 128, 256)]
