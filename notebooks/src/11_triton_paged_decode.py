@@ -411,13 +411,14 @@ print(bench_findings.target_verdicts(results.stored_text("bench_decode.txt")) or
 # **Beside FlashInfer.** vLLM and SGLang decode through FlashInfer on Hopper. A later run, on an H100,
 # added FlashInfer's `BatchDecodeWithPagedKVCacheWrapper` to the same benchmark, on the same paged caches
 # (its NHD layout is the course's), with its two paths as rows: CUDA cores (`flashinfer_decode`) and tensor
-# cores (`flashinfer_decode_tc`). Every row of a shape comes from one process, so the times compare:
+# cores (`flashinfer_decode_tc`), and vLLM's own Triton kernel (`vllm_unified`: `unified_attention`, which
+# vLLM's Triton attention backend runs). Every row of a shape comes from one process, so the times compare:
 
 # %%
-fi_decode = results.stored("flashinfer_run4/bench_decode.json")
-print(bench_findings.flashinfer_table(fi_decode, ("triton_v3", "sdpa_default"),
+fi_decode = results.stored("flashinfer_run5/bench_decode.json")
+print(bench_findings.flashinfer_table(fi_decode, ("triton_v3", "sdpa_default", "vllm_unified"),
                                       ("flashinfer_decode", "flashinfer_decode_tc"))
-      if fi_decode else "no FlashInfer run stored (benchmarks/results/flashinfer_run4/)")
+      if fi_decode else "no FlashInfer run stored (benchmarks/results/flashinfer_run5/)")
 
 # %% [markdown]
 # - **The kernel wins on ragged and small batches.** v3 cuts the actual contexts into chunks of equal work,

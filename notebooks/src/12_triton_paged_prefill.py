@@ -256,14 +256,14 @@ print(bench_findings.target_verdicts(results.stored_text("bench_prefill.txt")) o
 # **Beside FlashInfer.** The H100 run that added FlashInfer timed its `BatchPrefillWithPagedKVCacheWrapper`
 # on the same paged caches with both of its Hopper backends: `fa2` (FlashAttention-2's design) and `fa3`
 # (FlashAttention-3's: warp-specialised producer and consumer warps, TMA loads, the softmax of one tile
-# overlapped with the matrix products of the next). The course's kernel and SDPA's default dispatch beside
-# them, one process per shape:
+# overlapped with the matrix products of the next). The course's kernel, SDPA's default dispatch and vLLM's
+# own Triton kernel (`vllm_unified`) beside them, one process per shape:
 
 # %%
-fi_prefill = results.stored("flashinfer_run4/bench_prefill.json")
-print(bench_findings.flashinfer_table(fi_prefill, ("triton", "sdpa_default"),
+fi_prefill = results.stored("flashinfer_run5/bench_prefill.json")
+print(bench_findings.flashinfer_table(fi_prefill, ("triton", "sdpa_default", "vllm_unified"),
                                       ("flashinfer_fa2", "flashinfer_fa3"))
-      if fi_prefill else "no FlashInfer run stored (benchmarks/results/flashinfer_run4/)")
+      if fi_prefill else "no FlashInfer run stored (benchmarks/results/flashinfer_run5/)")
 
 # %% [markdown]
 # Compute-bound, as the roofline says: the kernel runs well below the dense matmul's rate (the end of each

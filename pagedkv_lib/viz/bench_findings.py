@@ -200,9 +200,10 @@ def target_verdicts(report: str | None) -> str:
 
 
 def flashinfer_table(result: dict, ours: tuple[str, ...], theirs: tuple[str, ...]) -> str:
-    """The course's rows `ours` beside FlashInfer's rows `theirs` (benchmarks/flashinfer_baselines.py), one
-    line per shape of a decode, prefill or cascade result, in microseconds, then how the first of `ours`
-    compares with the fastest FlashInfer row that ran. A cascade shape is named by its batch, its shared
+    """The rows `ours` (the course's kernel first, then any other row to show: SDPA, vLLM's kernel) beside
+    FlashInfer's rows `theirs` (benchmarks/flashinfer_baselines.py), one line per shape of a decode, prefill
+    or cascade result, in microseconds, then how the first of `ours` compares with the fastest FlashInfer row
+    that ran. A cascade shape is named by its batch, its shared
     prefix and each sequence's own tokens. A row that did not run shows its error's first words ("not
     installed" where FlashInfer was not there)."""
     device = result.get("env", {}).get("device", "no GPU")

@@ -67,10 +67,12 @@ def test_target_verdicts_are_the_benchmarks_own_lines(tmp_path):
 def test_flashinfer_tables_quote_the_stored_run_and_name_a_missing_flashinfer():
     """Notebooks 11, 12, 18 and 21 print FlashInfer's rows from the H100 run; without FlashInfer a row shows
     its error's first words ("FlashInferMissing: not installed") and the verdict column a dash."""
-    decode = results.load("flashinfer_run4/bench_decode.json")
-    text = bf.flashinfer_table(decode, ("triton_v3",), ("flashinfer_decode", "flashinfer_decode_tc"))
+    decode = results.load("flashinfer_run5/bench_decode.json")
+    text = bf.flashinfer_table(decode, ("triton_v3", "vllm_unified"),
+                               ("flashinfer_decode", "flashinfer_decode_tc"))
     row = next(r for r in decode["shapes"] if r["shape"] == "1x4096")
     assert f"{row['methods']['flashinfer_decode']['us']:.1f}" in text and "1x4096" in text
+    assert f"{row['methods']['vllm_unified']['us']:.1f}" in text                 # a shown row, not compared
     missing = copy.deepcopy(decode)
     for r in missing["shapes"]:
         for m in ("flashinfer_decode", "flashinfer_decode_tc"):
