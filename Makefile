@@ -37,8 +37,12 @@ lab: $(VENV)/.installed
 		--ServerApp.terminado_settings='{"shell_command": ["bash", "--rcfile", "$(abspath $(LAB_RC))", "-i"]}' \
 		$(LAB_ARGS) notebooks/00_start_here.ipynb
 
+# pytest-xdist: TEST_JOBS workers (the CPUs, at most 4), each test file on one worker, so that a notebook's
+# cells share one kernel and a file's fixtures one process; on CI's two cores 34 min become 24. TEST_JOBS=0
+# runs the suite in one process.
+TEST_JOBS ?= $(shell n=$$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1); echo $$(( n < 4 ? n : 4 )))
 test: $(VENV)/.installed
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadfile
 
 # everything but the tests marked slow (the notebooks through nbval, the browser, the sandbox, the planted bugs,
 # two-process runs, scratch copies of the repository): a couple of minutes on two cores
