@@ -9,8 +9,10 @@ on the course's own paged caches, with the code that ran named.
 Where the code comes from: an installed `vllm` package if one imports (its version is recorded), else the
 file VLLM_TRITON_SRC (default <repo>/.vllm/triton_unified_attention.py), imported with stand-ins for the three
 vLLM modules it imports (vllm.logger, vllm.platforms, vllm.triton_utils) that sit in sys.modules only while it
-imports. The file is vLLM's (Apache-2.0) and never committed here: a GPU run brings its own copy. `source()`
-says exactly which code ran (package version, or the file's path and sha256); every row stores it.
+imports. The file is vLLM's (Apache-2.0) and never committed here (.gitignore lists .vllm/): a GPU run
+brings its own copy, vllm/attention/ops/triton_unified_attention.py of a vLLM checkout (benchmarks/NOTES.md's
+runs 4 and 5: commit 001ceb3e, sha256 ba95a5f4328f...), carried to the device. `source()` says exactly which
+code ran (package version, or the file's path and sha256); every row stores it.
 
 vLLM's K/V layout `[N, S, H_kv, D]` is the course's. Its arguments (cu_seqlens_q, seqused_k, the max lengths
 as ints, the output buffer, the k/v descales vLLM passes, the block table padded so that its last tile's
