@@ -86,9 +86,10 @@ def _interrupted(signum, frame) -> None:
     Python swallows that exception (it ran inside a callback: an import lock's, a fork's, a finalizer's),
     the record still ends the grading at the parent's next look (Supervisor.poll) and main with 130. A
     second press raises nothing anywhere: not while the first is handled, not after main returned (where
-    it would end Python with -2)."""
+    it would end Python with -2). Ignoring comes first: a press inside INTERRUPTED.set() would run this
+    handler again there, whose set() then waits for the lock the first holds (seen under load in CI)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)      # a handler runs in the main thread: nothing to check
     supervisor.INTERRUPTED.set()
-    _ignore_interrupts()
     raise KeyboardInterrupt
 
 

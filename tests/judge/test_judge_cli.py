@@ -449,6 +449,29 @@ def test_the_thread_that_sends_a_sandbox_its_cases_never_takes_a_ctrl_c(tmp_path
     assert result.ok and blocked and all(mask & 1 << (signal.SIGINT - 1) for mask in blocked), blocked
 
 
+def test_the_ctrl_c_handler_ignores_the_next_press_before_it_takes_any_lock(monkeypatch):
+    """A second press that lands inside the first's INTERRUPTED.set() must find SIGINT ignored: otherwise the
+    handler runs again there and its set() waits on the lock the first one holds (CI saw the judge end with
+    -2 that way, under two test workers)."""
+    from pagedkv_lib.judge import supervisor
+
+    seen = []
+
+    class Recording(threading.Event):
+        def set(self):
+            seen.append(signal.getsignal(signal.SIGINT))
+            super().set()
+
+    monkeypatch.setattr(supervisor, "INTERRUPTED", Recording())
+    before = signal.getsignal(signal.SIGINT)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            cli._interrupted(signal.SIGINT, None)
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert seen == [signal.SIG_IGN] and supervisor.INTERRUPTED.is_set()
+
+
 def test_ctrl_c_pressed_again_and_again_ends_the_judge_with_130(tmp_path):
     """Presses every few milliseconds until the judge has ended: none of them, whenever it comes (while the
     children are reaped, while the report is printed, after main returned), ends Python with -2."""
