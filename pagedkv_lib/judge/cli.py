@@ -88,7 +88,7 @@ def _interrupted(signum, frame) -> None:
     second press raises nothing anywhere: not while the first is handled, not after main returned (where
     it would end Python with -2). Ignoring comes first: a press inside INTERRUPTED.set() would run this
     handler again there, whose set() then waits for the lock the first holds (seen under load in CI)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)      # a handler runs in the main thread: nothing to check
+    _ignore_interrupts()
     supervisor.INTERRUPTED.set()
     raise KeyboardInterrupt
 
