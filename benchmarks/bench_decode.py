@@ -151,11 +151,10 @@ def bench_shape(name, tuned, copy_gbs, samples) -> dict:
     for label, tensor_cores in FLASHINFER.items():
         methods[label] = functools.partial(flashinfer_calls, sets, S, tensor_cores)
     methods["vllm_unified"] = lambda: (vb.decode_calls(sets, S, SCALE), None)       # bf16 caches only
+    row["methods"]["vllm_unified"] = dict(backend=vb.describe(), source=vb.source())  # even if none ran
     ref8 = decode_reference(sets[0], SCALE, fp8=True) if fp8 else None
     for label, make in methods.items():
         entry = row["methods"].setdefault(label, {})
-        if label == "vllm_unified":                                     # which vLLM code, even if none
-            entry.update(backend=vb.describe(), source=vb.source())
         made = gh.attempt(entry, make)
         if made is None:
             continue

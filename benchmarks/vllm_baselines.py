@@ -135,10 +135,11 @@ def _match_2d_names(module) -> dict:
 
 def _from_file(path: Path):
     data = path.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
     saved = {name: sys.modules[name] for name in SHIMMED if name in sys.modules}
     sys.modules.update(_stand_ins())
     try:
-        name = f"vllm_triton_unified_attention_{hashlib.sha256(data).hexdigest()[:12]}"
+        name = f"vllm_triton_unified_attention_{digest[:12]}"
         spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module                                 # Triton's JIT reads it by name
@@ -152,7 +153,7 @@ def _from_file(path: Path):
             sys.modules.pop(name, None)
         sys.modules.update(saved)
     renamed = _match_2d_names(module)
-    return module, dict(kind="file", path=str(path), sha256=hashlib.sha256(data).hexdigest(), bytes=len(data),
+    return module, dict(kind="file", path=str(path), sha256=digest, bytes=len(data),
                         **({"renamed_2d_launch_names": renamed} if renamed else {}))
 
 
@@ -218,10 +219,10 @@ def _padded_tables(tables: torch.Tensor, S: int) -> torch.Tensor:
     return out
 
 
-def _args(s: dict, q: torch.Tensor, cu_q: torch.Tensor, max_q: int, seqused_k: torch.Tensor, max_k: int,
+def _args(s: dict, cu_q: torch.Tensor, max_q: int, seqused_k: torch.Tensor, max_k: int,
           scale: float | None) -> dict:
     """vLLM's keyword arguments for one set, built outside the timed call (scale None: D^-0.5)."""
-    k, v = s["k_cache"], s["v_cache"]                                   # [N, S, H_kv, D]
+    q, k, v = s["q"], s["k_cache"], s["v_cache"]                        # [T, H, D], [N, S, H_kv, D]
     B, H_kv = len(seqused_k), k.shape[2]
     one = torch.ones(1, dtype=torch.float32, device=q.device)
     return dict(q=q, k=k, v=v, out=torch.empty_like(q), cu_seqlens_q=cu_q, max_seqlen_q=max_q,
@@ -245,7 +246,7 @@ def decode_calls(sets: list[dict], S: int, scale: float | None = None) -> list:
         q = s["q"]
         assert s["k_cache"].shape[1] == S, (s["k_cache"].shape, S)
         cu_q = torch.arange(q.shape[0] + 1, dtype=torch.int32, device=q.device)   # one query per sequence
-        args = _args(s, q, cu_q, 1, s["context_lens"], max(s["lens"]), scale)
+        args = _args(s, cu_q, 1, s["context_lens"], max(s["lens"]), scale)
         calls.append(functools.partial(_call, module.unified_attention, args))
     return calls
 
@@ -256,8 +257,7 @@ def prefill_calls(sets: list[dict], scale: float | None = None) -> list:
     module = load()[0]
     calls = []
     for s in sets:
-        q = s["q"]
-        args = _args(s, q, s["cu_seqlens_q"], max(s["q_lens"]), s["seq_lens"], max(s["lens"]), scale)
+        args = _args(s, s["cu_seqlens_q"], max(s["q_lens"]), s["seq_lens"], max(s["lens"]), scale)
         calls.append(functools.partial(_call, module.unified_attention, args))
     return calls
 

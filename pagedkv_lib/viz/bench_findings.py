@@ -203,9 +203,8 @@ def flashinfer_table(result: dict, ours: tuple[str, ...], theirs: tuple[str, ...
     """The rows `ours` (the course's kernel first, then any other row to show: SDPA, vLLM's kernel) beside
     FlashInfer's rows `theirs` (benchmarks/flashinfer_baselines.py), one line per shape of a decode, prefill
     or cascade result, in microseconds, then how the first of `ours` compares with the fastest FlashInfer row
-    that ran. A cascade shape is named by its batch, its shared
-    prefix and each sequence's own tokens. A row that did not run shows its error's first words ("not
-    installed" where FlashInfer was not there)."""
+    that ran. A cascade shape is named by its batch, its shared prefix and each sequence's own tokens. A
+    row that did not run shows its error's first words ("not installed" where FlashInfer was not there)."""
     device = result.get("env", {}).get("device", "no GPU")
     header = " ".join(f"{m:>22}" for m in ours + theirs)
     lines = [f"{device}, one process (benchmarks/flashinfer_baselines.py); microseconds",
